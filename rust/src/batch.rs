@@ -1,0 +1,174 @@
+//! Batch kernels over many sequence pairs, run on rayon.
+//!
+//! Input is either a list of pairs of [`Raw`] slices or CSR (flat values plus
+//! offsets, the layout of Arrow list columns). Every pair is validated and
+//! compared independently; the first error by position is reported.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::error::IdError;
+use crate::ids::Raw;
+use crate::prefix::common_prefix_len;
+
+/// Which side of a pair an error belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+/// An error in a batch, located by row and side.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BatchError {
+    /// An invalid id in row `row` of side `side`.
+    #[error("row {row}: {err}")]
+    Id { side: Side, row: usize, err: IdError },
+    /// CSR offsets that are not usable (position is in the offsets array).
+    #[error("{msg}")]
+    Offsets { side: Side, pos: Option<usize>, msg: String },
+}
+
+/// Thread pools by size, built once: building one per call would cost more
+/// than comparing a small batch.
+fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
+    static POOLS: OnceLock<Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
+    let mut pools = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
+        return Ok(Arc::clone(p));
+    }
+    let p = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tito-fast-{i}"))
+            .build()?,
+    );
+    pools.push((threads, Arc::clone(&p)));
+    Ok(p)
+}
+
+/// Run `f` on `threads` threads: `None` uses rayon's global pool (one thread
+/// per core), `Some(1)` runs on the calling thread.
+pub fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+    match threads {
+        None => f(),
+        Some(n) => match pool(n.max(1)) {
+            Ok(p) => p.install(f),
+            // A pool that cannot be built (no threads left): run here.
+            Err(_) => f(),
+        },
+    }
+}
+
+/// Common prefix length of every pair `(a[i], b[i])`.
+///
+/// # Errors
+/// [`BatchError::Id`] for the first row (lowest index, side A before B)
+/// holding an invalid id.
+pub fn common_prefix_len_pairs(a: &[Raw<'_>], b: &[Raw<'_>]) -> Result<Vec<i64>, BatchError> {
+    debug_assert_eq!(a.len(), b.len());
+    let results: Vec<Result<i64, BatchError>> = a
+        .par_iter()
+        .zip(b.par_iter())
+        .enumerate()
+        .with_min_len(16)
+        .map(|(row, (x, y))| {
+            let x = x.normalize().map_err(|err| BatchError::Id { side: Side::A, row, err })?;
+            let y = y.normalize().map_err(|err| BatchError::Id { side: Side::B, row, err })?;
+            Ok(common_prefix_len(&x, &y) as i64)
+        })
+        .collect();
+    results.into_iter().collect()
+}
+
+/// Check CSR offsets against the values length; returns them as `usize`.
+///
+/// # Errors
+/// [`BatchError::Offsets`] for a negative, decreasing or out-of-range offset.
+pub fn check_offsets(side: Side, offsets: &[i64], n_values: usize) -> Result<(), BatchError> {
+    if offsets.is_empty() {
+        return Err(BatchError::Offsets {
+            side,
+            pos: None,
+            msg: "offsets must hold at least one entry (n_rows + 1 entries)".into(),
+        });
+    }
+    for (pos, w) in offsets.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(BatchError::Offsets {
+                side,
+                pos: Some(pos + 1),
+                msg: format!("offsets decrease at position {}: {} after {}", pos + 1, w[1], w[0]),
+            });
+        }
+    }
+    if offsets[0] < 0 {
+        return Err(BatchError::Offsets {
+            side,
+            pos: Some(0),
+            msg: format!("offset at position 0 is negative ({})", offsets[0]),
+        });
+    }
+    let last = offsets[offsets.len() - 1];
+    if last as u64 > n_values as u64 {
+        return Err(BatchError::Offsets {
+            side,
+            pos: Some(offsets.len() - 1),
+            msg: format!(
+                "offset at position {} is {last}, past the {n_values} values",
+                offsets.len() - 1
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Common prefix length of every row of two CSR batches, which must have the
+/// same number of rows. Offsets must already have passed [`check_offsets`].
+#[must_use]
+pub fn common_prefix_len_csr(a: &[u32], a_off: &[i64], b: &[u32], b_off: &[i64]) -> Vec<i64> {
+    let rows = a_off.len().saturating_sub(1);
+    (0..rows)
+        .into_par_iter()
+        .with_min_len(16)
+        .map(|r| {
+            let x = &a[a_off[r] as usize..a_off[r + 1] as usize];
+            let y = &b[b_off[r] as usize..b_off[r + 1] as usize];
+            common_prefix_len(x, y) as i64
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_and_first_error() {
+        let a = [Raw::Owned(vec![1, 2, 3]), Raw::I32(&[1, -1]), Raw::I64(&[-5])];
+        let b = [Raw::Owned(vec![1, 2]), Raw::Owned(vec![1]), Raw::Owned(vec![])];
+        let e = common_prefix_len_pairs(&a, &b).unwrap_err();
+        assert!(matches!(e, BatchError::Id { side: Side::A, row: 1, .. }));
+        let ok = common_prefix_len_pairs(&a[..1], &b[..1]).unwrap();
+        assert_eq!(ok, vec![2]);
+    }
+
+    #[test]
+    fn csr_rows_and_offsets() {
+        let a = [1, 2, 3, 4, 5, 6];
+        let b = [1, 2, 9, 4, 5];
+        let ao = [0i64, 3, 6];
+        let bo = [0i64, 2, 5];
+        check_offsets(Side::A, &ao, a.len()).unwrap();
+        check_offsets(Side::B, &bo, b.len()).unwrap();
+        assert_eq!(common_prefix_len_csr(&a, &ao, &b, &bo), vec![2, 0]);
+        assert!(check_offsets(Side::A, &[0, 3, 2], 6).is_err());
+        assert!(check_offsets(Side::A, &[0, 7], 6).is_err());
+        assert!(check_offsets(Side::A, &[-1, 0], 6).is_err());
+        assert!(check_offsets(Side::A, &[], 6).is_err());
+        assert_eq!(with_threads(Some(2), || common_prefix_len_csr(&a, &ao, &b, &bo)), vec![2, 0]);
+    }
+}

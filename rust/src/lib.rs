@@ -1,0 +1,24 @@
+//! tito_fast core: token-sequence kernels for TITO (token-in-token-out) checks.
+//!
+//! Everything in this crate outside `py` works on plain `&[u32]` slices and
+//! knows nothing about Python, so `cargo test` exercises it without
+//! libpython. The `python` feature adds the PyO3 bindings in `py/`.
+//!
+//! Layout:
+//! - [`ids`]: turning integer slices of any width into validated `u32` ids.
+//! - [`prefix`]: first divergence, prefix check with trailing trim.
+//! - [`merge`]: the family splice rules (append after, drop last) and trims.
+//! - [`buffer`]: an append-only session buffer with checkpoints.
+//! - [`batch`]: batch and CSR versions run on rayon.
+
+pub mod batch;
+pub mod buffer;
+pub mod error;
+pub mod ids;
+pub mod merge;
+pub mod prefix;
+
+#[cfg(feature = "python")]
+mod py;
+
+pub use error::{BufferError, IdError, IdErrorKind, PrefixMismatch};
