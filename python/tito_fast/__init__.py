@@ -1,0 +1,47 @@
+"""tito_fast: prove that the trainer sees exactly the tokens the engine saw.
+
+In a multi-turn rollout, turn n-1's prompt+completion ids must be a bit-exact
+prefix of turn n's prompt ids (TITO, token-in-token-out). This package holds
+the kernels that check and build such sequences fast: longest common prefix,
+the prefix check with trailing trim, the families' splice rules, a
+checkpointed session buffer, and batch versions that use every core.
+
+Every function takes token ids as a list of ints, a 1-D numpy integer array
+(borrowed without a copy when contiguous), or any 1-D integer buffer. Bad ids
+raise `TokenInputError` (a `ValueError`) naming the argument and position.
+
+Example:
+    >>> import tito_fast
+    >>> tito_fast.common_prefix_len([1, 2, 3], [1, 2, 4])
+    2
+"""
+
+from tito_fast._core import (
+    PrefixMismatchError,
+    TokenBuffer,
+    TokenBufferError,
+    TokenInputError,
+    __version__,
+    build_profile,
+    check_prefix,
+    common_prefix_len,
+    common_prefix_len_batch,
+    common_prefix_len_csr,
+    merge_tokens,
+    trim_trailing,
+)
+
+__all__ = [
+    "PrefixMismatchError",
+    "TokenBuffer",
+    "TokenBufferError",
+    "TokenInputError",
+    "__version__",
+    "build_profile",
+    "check_prefix",
+    "common_prefix_len",
+    "common_prefix_len_batch",
+    "common_prefix_len_csr",
+    "merge_tokens",
+    "trim_trailing",
+]

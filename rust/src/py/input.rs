@@ -1,0 +1,337 @@
+//! Extracting token ids from Python objects.
+//!
+//! Accepted: a list or tuple of ints (numpy integer scalars too), a 1-D numpy
+//! array of any integer dtype (borrowed without a copy when contiguous), any
+//! 1-D C-contiguous buffer of integers (`array.array`, `memoryview`, ...),
+//! objects with `__array__` (torch CPU tensors, pyarrow arrays), and other
+//! iterables of ints such as `range`. Rejected with `TokenInputError`: bools,
+//! floats, None, strings, dicts and sets, arrays of more than one dimension,
+//! and ids outside [0, 2**32-1].
+//!
+//! Extraction happens while attached to the interpreter and yields a
+//! [`Holder`] that keeps the borrow alive; [`Holder::raw`] gives the slice
+//! that the kernels validate and read after detaching.
+
+use std::ffi::CStr;
+
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple};
+
+use super::errors::input_error;
+use crate::ids::Raw;
+
+/// Integer width and signedness of a buffer's elements.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Width {
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+    I64,
+}
+
+/// Keeps the source of a token sequence borrowed while the kernels read it.
+pub(crate) enum Holder<'py> {
+    U8(PyReadonlyArray1<'py, u8>),
+    I8(PyReadonlyArray1<'py, i8>),
+    U16(PyReadonlyArray1<'py, u16>),
+    I16(PyReadonlyArray1<'py, i16>),
+    U32(PyReadonlyArray1<'py, u32>),
+    I32(PyReadonlyArray1<'py, i32>),
+    U64(PyReadonlyArray1<'py, u64>),
+    I64(PyReadonlyArray1<'py, i64>),
+    Buffer(PyUntypedBuffer, Width),
+    Owned(Vec<u32>),
+}
+
+impl Holder<'_> {
+    /// The borrowed slice (not yet validated).
+    pub(crate) fn raw(&self) -> Raw<'_> {
+        // `as_slice` cannot fail: only contiguous arrays become holders.
+        match self {
+            Holder::U8(a) => Raw::U8(a.as_slice().unwrap_or(&[])),
+            Holder::I8(a) => Raw::I8(a.as_slice().unwrap_or(&[])),
+            Holder::U16(a) => Raw::U16(a.as_slice().unwrap_or(&[])),
+            Holder::I16(a) => Raw::I16(a.as_slice().unwrap_or(&[])),
+            Holder::U32(a) => Raw::U32(a.as_slice().unwrap_or(&[])),
+            Holder::I32(a) => Raw::I32(a.as_slice().unwrap_or(&[])),
+            Holder::U64(a) => Raw::U64(a.as_slice().unwrap_or(&[])),
+            Holder::I64(a) => Raw::I64(a.as_slice().unwrap_or(&[])),
+            Holder::Buffer(b, w) => buffer_raw(b, *w),
+            Holder::Owned(v) => Raw::U32(v),
+        }
+    }
+}
+
+fn buffer_raw(b: &PyUntypedBuffer, w: Width) -> Raw<'_> {
+    let n = b.item_count();
+    let p = b.buf_ptr();
+    // SAFETY: the buffer was checked to be C-contiguous, 1-D, aligned for its
+    // element type, with `item_size` matching `w`; it stays exported (and
+    // its memory valid) for as long as the `PyUntypedBuffer` lives, which
+    // outlives the returned slice.
+    unsafe {
+        match w {
+            Width::U8 => Raw::U8(std::slice::from_raw_parts(p.cast(), n)),
+            Width::I8 => Raw::I8(std::slice::from_raw_parts(p.cast(), n)),
+            Width::U16 => Raw::U16(std::slice::from_raw_parts(p.cast(), n)),
+            Width::I16 => Raw::I16(std::slice::from_raw_parts(p.cast(), n)),
+            Width::U32 => Raw::U32(std::slice::from_raw_parts(p.cast(), n)),
+            Width::I32 => Raw::I32(std::slice::from_raw_parts(p.cast(), n)),
+            Width::U64 => Raw::U64(std::slice::from_raw_parts(p.cast(), n)),
+            Width::I64 => Raw::I64(std::slice::from_raw_parts(p.cast(), n)),
+        }
+    }
+}
+
+/// Element width of a struct-module format string such as `"<i"` or `"q"`,
+/// or None for a non-integer or non-native-order format.
+fn format_width(format: &CStr, item_size: usize) -> Option<Width> {
+    let f = format.to_bytes();
+    let (order, code) = match f {
+        [c] => (b'@', *c),
+        [o, c] => (*o, *c),
+        _ => return None,
+    };
+    let native = match order {
+        b'@' | b'=' => true,
+        b'<' => cfg!(target_endian = "little"),
+        b'>' | b'!' => cfg!(target_endian = "big"),
+        _ => false,
+    };
+    if !native {
+        return None;
+    }
+    let signed = match code {
+        b'b' | b'h' | b'i' | b'l' | b'q' | b'n' => true,
+        b'B' | b'H' | b'I' | b'L' | b'Q' | b'N' => false,
+        _ => return None,
+    };
+    Some(match (item_size, signed) {
+        (1, false) => Width::U8,
+        (1, true) => Width::I8,
+        (2, false) => Width::U16,
+        (2, true) => Width::I16,
+        (4, false) => Width::U32,
+        (4, true) => Width::I32,
+        (8, false) => Width::U64,
+        (8, true) => Width::I64,
+        _ => return None,
+    })
+}
+
+/// Borrow a contiguous 1-D numpy array of an integer dtype; `Ok(None)` when
+/// it needs a conversion first (non-contiguous, foreign byte order).
+fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult<Option<Holder<'py>>> {
+    let py = arr.py();
+    if arr.ndim() != 1 {
+        return Err(input_error(
+            py,
+            argument,
+            None,
+            &format!("expected a 1-D sequence of token ids, got a {}-D array of shape {:?}", arr.ndim(), arr.shape()),
+        ));
+    }
+    let any = arr.as_any();
+    macro_rules! borrow {
+        ($t:ty, $variant:ident) => {
+            if let Ok(a) = any.cast::<PyArray1<$t>>() {
+                if !a.is_contiguous() {
+                    return Ok(None);
+                }
+                return match a.try_readonly() {
+                    Ok(r) => Ok(Some(Holder::$variant(r))),
+                    Err(e) => Err(input_error(py, argument, None, &format!("array cannot be borrowed: {e}"))),
+                };
+            }
+        };
+    }
+    borrow!(i32, I32);
+    borrow!(u32, U32);
+    borrow!(i64, I64);
+    borrow!(u64, U64);
+    borrow!(i16, I16);
+    borrow!(u16, U16);
+    borrow!(i8, I8);
+    borrow!(u8, U8);
+    let dtype = arr.dtype();
+    if matches!(dtype.kind(), b'i' | b'u') {
+        // An integer dtype in a foreign byte order: convert, then retry.
+        return Ok(None);
+    }
+    Err(input_error(
+        py,
+        argument,
+        None,
+        &format!("expected an integer array, got dtype {}", dtype.str().map(|s| s.to_string()).unwrap_or_default()),
+    ))
+}
+
+/// Borrow a buffer-protocol object of integers, or `Ok(None)` when the
+/// object exposes no buffer.
+fn from_buffer<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<Option<Holder<'py>>> {
+    let py = obj.py();
+    let Ok(buf) = PyUntypedBuffer::get(obj) else {
+        return Ok(None);
+    };
+    let Some(width) = format_width(buf.format(), buf.item_size()) else {
+        return Err(input_error(
+            py,
+            argument,
+            None,
+            &format!(
+                "expected a buffer of native-order integers, got format {:?} with item size {}",
+                buf.format().to_string_lossy(),
+                buf.item_size()
+            ),
+        ));
+    };
+    if buf.dimensions() > 1 {
+        return Err(input_error(
+            py,
+            argument,
+            None,
+            &format!("expected a 1-D sequence of token ids, got a {}-D buffer", buf.dimensions()),
+        ));
+    }
+    if !buf.is_c_contiguous() {
+        return Err(input_error(py, argument, None, "buffer is not contiguous; pass a contiguous copy"));
+    }
+    if buf.item_count() > 0 && (buf.buf_ptr() as usize) % buf.item_size() != 0 {
+        // Unaligned memory cannot be viewed as a typed slice: copy it.
+        let bytes: Vec<u8> = {
+            let mut v = vec![0u8; buf.len_bytes()];
+            // SAFETY: the buffer is contiguous and exported for `len_bytes` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(buf.buf_ptr().cast::<u8>(), v.as_mut_ptr(), v.len()) };
+            v
+        };
+        return Ok(Some(Holder::Owned(unaligned_ids(&bytes, width, argument, py)?)));
+    }
+    Ok(Some(Holder::Buffer(buf, width)))
+}
+
+fn unaligned_ids(bytes: &[u8], width: Width, argument: &str, py: Python<'_>) -> PyResult<Vec<u32>> {
+    macro_rules! decode {
+        ($t:ty, $variant:ident) => {{
+            let vals: Vec<$t> = bytes
+                .chunks_exact(std::mem::size_of::<$t>())
+                .map(|c| <$t>::from_ne_bytes(c.try_into().expect("chunk has the element size")))
+                .collect();
+            Raw::$variant(&vals).normalize().map(|c| c.into_owned())
+        }};
+    }
+    let r = match width {
+        Width::U8 => decode!(u8, U8),
+        Width::I8 => decode!(i8, I8),
+        Width::U16 => decode!(u16, U16),
+        Width::I16 => decode!(i16, I16),
+        Width::U32 => decode!(u32, U32),
+        Width::I32 => decode!(i32, I32),
+        Width::U64 => decode!(u64, U64),
+        Width::I64 => decode!(i64, I64),
+    };
+    r.map_err(|e| super::errors::id_error(py, argument, &e))
+}
+
+/// One Python object as a token id.
+fn item_id(item: &Bound<'_, PyAny>, argument: &str, pos: usize) -> PyResult<u32> {
+    let py = item.py();
+    let bad = |what: &str| input_error(py, argument, Some(pos), what);
+    if item.is_instance_of::<PyBool>() {
+        return Err(bad(&format!("token id at position {pos} is a bool, not an int")));
+    }
+    if item.is_instance_of::<PyFloat>() {
+        return Err(bad(&format!("token id at position {pos} is a float ({item}), not an int")));
+    }
+    match item.extract::<i64>() {
+        Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => Ok(v as u32),
+        Ok(v) if v < 0 => Err(bad(&format!(
+            "token id at position {pos} is negative ({v}); ids must be in [0, 2**32-1]"
+        ))),
+        Ok(v) => Err(bad(&format!(
+            "token id at position {pos} is too large ({v}); ids must be in [0, 2**32-1]"
+        ))),
+        Err(_) if item.is_instance_of::<PyInt>() => Err(bad(&format!(
+            "token id at position {pos} is out of range ({item}); ids must be in [0, 2**32-1]"
+        ))),
+        Err(_) => Err(bad(&format!(
+            "token id at position {pos} is a {}, not an int",
+            item.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+        ))),
+    }
+}
+
+fn walk<'py>(items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>, hint: usize, argument: &str) -> PyResult<Vec<u32>> {
+    let mut out = Vec::with_capacity(hint);
+    for (pos, item) in items.enumerate() {
+        out.push(item_id(&item?, argument, pos)?);
+    }
+    Ok(out)
+}
+
+/// Extract a token sequence from `obj`; `argument` names it in errors.
+pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<Holder<'py>> {
+    let py = obj.py();
+    if let Ok(list) = obj.cast::<PyList>() {
+        return walk(list.iter().map(Ok), list.len(), argument).map(Holder::Owned);
+    }
+    if let Ok(tuple) = obj.cast::<PyTuple>() {
+        return walk(tuple.iter().map(Ok), tuple.len(), argument).map(Holder::Owned);
+    }
+    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        if let Some(h) = from_numpy(arr, argument)? {
+            return Ok(h);
+        }
+        // Non-contiguous or foreign byte order: one contiguous native copy.
+        let np = py.import("numpy")?;
+        let native = arr.dtype().call_method1("newbyteorder", ("=",))?;
+        let copy = np.call_method1("ascontiguousarray", (obj, native))?;
+        let copy = copy.cast_into::<PyUntypedArray>().map_err(PyErr::from)?;
+        return from_numpy(&copy, argument)?
+            .ok_or_else(|| input_error(py, argument, None, "array could not be made contiguous"));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(input_error(py, argument, None, "expected token ids, got a str (encode it with the tokenizer first)"));
+    }
+    if obj.is_none() {
+        return Err(input_error(py, argument, None, "expected token ids, got None"));
+    }
+    if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyByteArray>() || !obj.hasattr("__array__")? {
+        if let Some(h) = from_buffer(obj, argument)? {
+            return Ok(h);
+        }
+    }
+    if obj.hasattr("__array__")? {
+        // torch tensors, pyarrow arrays, ...: view through numpy.
+        let arr = py.import("numpy")?.call_method1("asarray", (obj,))?;
+        if let Ok(arr) = arr.cast::<PyUntypedArray>() {
+            let arr = arr.clone();
+            return match from_numpy(&arr, argument)? {
+                Some(h) => Ok(h),
+                None => extract(&py.import("numpy")?.call_method1("ascontiguousarray", (arr,))?, argument),
+            };
+        }
+    }
+    if obj.is_instance_of::<PyDict>() || obj.is_instance_of::<PySet>() || obj.is_instance_of::<PyFrozenSet>() {
+        return Err(input_error(
+            py,
+            argument,
+            None,
+            &format!("expected an ordered sequence of token ids, got a {}", obj.get_type().name()?),
+        ));
+    }
+    match obj.try_iter() {
+        Ok(iter) => walk(iter, obj.len().unwrap_or(0), argument).map(Holder::Owned),
+        Err(_) => Err(input_error(
+            py,
+            argument,
+            None,
+            &format!("expected a sequence of token ids, got a {}", obj.get_type().name()?),
+        )),
+    }
+}
