@@ -144,6 +144,10 @@ impl TokenBuffer {
         Ok(snap[j as usize].into_pyobject(py)?.into_any())
     }
 
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
+        self.to_list(py)?.try_iter()
+    }
+
     /// The ids as a new list of ints.
     fn to_list<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let snap = self.with(py, |b| b.snapshot());

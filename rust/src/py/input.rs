@@ -17,6 +17,7 @@ use std::ffi::CStr;
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple};
 
 use super::errors::input_error;
@@ -52,7 +53,8 @@ pub(crate) enum Holder<'py> {
 impl Holder<'_> {
     /// The borrowed slice (not yet validated).
     pub(crate) fn raw(&self) -> Raw<'_> {
-        // `as_slice` cannot fail: only contiguous arrays become holders.
+        // `as_slice` cannot fail: `from_numpy` only makes holders of arrays
+        // whose slice view it has checked.
         match self {
             Holder::U8(a) => Raw::U8(a.as_slice().unwrap_or(&[])),
             Holder::I8(a) => Raw::I8(a.as_slice().unwrap_or(&[])),
@@ -126,7 +128,7 @@ fn format_width(format: &CStr, item_size: usize) -> Option<Width> {
 }
 
 /// Borrow a contiguous 1-D numpy array of an integer dtype; `Ok(None)` when
-/// it needs a conversion first (non-contiguous, foreign byte order).
+/// it needs a conversion first (non-contiguous, unaligned, foreign byte order).
 fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult<Option<Holder<'py>>> {
     let py = arr.py();
     if arr.ndim() != 1 {
@@ -141,11 +143,13 @@ fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult
     macro_rules! borrow {
         ($t:ty, $variant:ident) => {
             if let Ok(a) = any.cast::<PyArray1<$t>>() {
-                if !a.is_contiguous() {
+                if !a.is_contiguous() || !a.is_aligned() {
                     return Ok(None);
                 }
                 return match a.try_readonly() {
-                    Ok(r) => Ok(Some(Holder::$variant(r))),
+                    // Holders only hold arrays whose slice view exists.
+                    Ok(r) if r.as_slice().is_ok() => Ok(Some(Holder::$variant(r))),
+                    Ok(_) => Ok(None),
                     Err(e) => Err(input_error(py, argument, None, &format!("array cannot be borrowed: {e}"))),
                 };
             }
@@ -202,7 +206,11 @@ fn from_buffer<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<Option<
     if !buf.is_c_contiguous() {
         return Err(input_error(py, argument, None, "buffer is not contiguous; pass a contiguous copy"));
     }
-    if buf.item_count() > 0 && (buf.buf_ptr() as usize) % buf.item_size() != 0 {
+    if buf.item_count() == 0 || buf.buf_ptr().is_null() {
+        // An empty buffer may export a null or dangling pointer.
+        return Ok(Some(Holder::Owned(Vec::new())));
+    }
+    if (buf.buf_ptr() as usize) % buf.item_size() != 0 {
         // Unaligned memory cannot be viewed as a typed slice: copy it.
         let bytes: Vec<u8> = {
             let mut v = vec![0u8; buf.len_bytes()];
@@ -287,10 +295,13 @@ pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<
         if let Some(h) = from_numpy(arr, argument)? {
             return Ok(h);
         }
-        // Non-contiguous or foreign byte order: one contiguous native copy.
+        // Non-contiguous, unaligned or foreign byte order: one fresh,
+        // aligned, contiguous copy in native order.
         let np = py.import("numpy")?;
         let native = arr.dtype().call_method1("newbyteorder", ("=",))?;
-        let copy = np.call_method1("ascontiguousarray", (obj, native))?;
+        let kwargs = [("dtype", native.into_any()), ("order", pyo3::types::PyString::new(py, "C").into_any())]
+            .into_py_dict(py)?;
+        let copy = np.call_method("array", (obj,), Some(&kwargs))?;
         let copy = copy.cast_into::<PyUntypedArray>().map_err(PyErr::from)?;
         return from_numpy(&copy, argument)?
             .ok_or_else(|| input_error(py, argument, None, "array could not be made contiguous"));
@@ -313,7 +324,7 @@ pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<
             let arr = arr.clone();
             return match from_numpy(&arr, argument)? {
                 Some(h) => Ok(h),
-                None => extract(&py.import("numpy")?.call_method1("ascontiguousarray", (arr,))?, argument),
+                None => extract(&arr.call_method0("copy")?, argument),
             };
         }
     }

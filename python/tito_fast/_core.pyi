@@ -1,0 +1,266 @@
+"""Type stubs of the Rust extension `tito_fast._core`.
+
+Token ids (`_TokenIds`) may be a list or tuple of ints, a 1-D numpy array of
+any integer dtype (borrowed without a copy when contiguous), any 1-D
+contiguous buffer of integers (`array.array`, `memoryview`, `bytes`), an
+object with `__array__` (torch CPU tensors, pyarrow arrays), or another
+iterable of ints such as `range`. Every id must lie in [0, 2**32-1].
+"""
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "TokenBuffer",
+    "check_prefix",
+    "common_prefix_len",
+    "common_prefix_len_batch",
+    "common_prefix_len_csr",
+    "merge_tokens",
+    "trim_trailing",
+    "TokenInputError",
+    "PrefixMismatchError",
+    "TokenBufferError",
+    "__version__",
+    "build_profile",
+    "DETACH_MIN",
+]
+
+_TokenIds: TypeAlias = Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | Iterable[SupportsIndex]
+_S = TypeVar("_S")
+
+__version__: Final[str]
+build_profile: Final[str]
+"""`"release"` or `"debug"`: how the extension was compiled."""
+DETACH_MIN: Final[int]
+"""Inputs of at least this many ids are processed with the GIL released."""
+
+class TokenInputError(ValueError):
+    """Token ids that cannot be used: not integers, out of [0, 2**32-1], or not a flat sequence.
+
+    Example:
+        >>> import tito_fast
+        >>> try:
+        ...     tito_fast.common_prefix_len([1, -2], [1])
+        ... except tito_fast.TokenInputError as e:
+        ...     (e.argument, e.position)
+        ('a', 1)
+    """
+
+    argument: str
+    """The parameter name; rows of batches as `a_seqs[3]`."""
+    position: int | None
+    """Index of the offending id within that argument, or None."""
+
+class PrefixMismatchError(ValueError):
+    """The stored ids are not a prefix of the new ids: the TITO invariant is broken.
+
+    Example:
+        >>> import tito_fast
+        >>> try:
+        ...     tito_fast.check_prefix([1, 2, 3], [1, 9, 3, 4])
+        ... except tito_fast.PrefixMismatchError as e:
+        ...     (e.index, e.matched, e.checked_len)
+        (1, 1, 3)
+    """
+
+    index: int
+    """First mismatching index (the new length when the new ids end early)."""
+    matched: int
+    """Number of leading ids that matched."""
+    checked_len: int
+    """Number of stored ids checked: `stored_len - max_trim_tokens`."""
+    stored_len: int
+    new_len: int
+    max_trim_tokens: int
+
+class TokenBufferError(ValueError):
+    """A TokenBuffer operation that cannot apply (e.g. rolling back too far).
+
+    Example:
+        >>> import tito_fast
+        >>> try:
+        ...     tito_fast.TokenBuffer([1]).rollback(1)
+        ... except tito_fast.TokenBufferError as e:
+        ...     str(e)
+        'cannot roll back 1 checkpoint(s): the buffer has 0'
+    """
+
+def common_prefix_len(a: _TokenIds, b: _TokenIds) -> int:
+    """Length of the longest common prefix of two token sequences.
+
+    Both sequences are validated in full, not only up to the divergence.
+
+    Example:
+        >>> import numpy as np, tito_fast
+        >>> tito_fast.common_prefix_len(np.array([5, 6, 7], dtype=np.int32), [5, 6, 8])
+        2
+    """
+
+def check_prefix(stored: _TokenIds, new: _TokenIds, *, max_trim_tokens: int = 0) -> None:
+    """The token-level TITO check: `stored`, less up to `max_trim_tokens` trailing ids, must start `new`.
+
+    An empty `stored`, or `max_trim_tokens >= len(stored)`, always passes.
+
+    Raises:
+        PrefixMismatchError: with the first mismatching index and the lengths.
+
+    Example:
+        >>> import tito_fast
+        >>> tito_fast.check_prefix([1, 2, 3], [1, 2, 3, 4])  # passes: returns None
+        >>> tito_fast.check_prefix([1, 2, 99], [1, 2, 3], max_trim_tokens=1)  # last id may differ
+    """
+
+def common_prefix_len_batch(
+    a_seqs: Iterable[_TokenIds], b_seqs: Iterable[_TokenIds], *, threads: int | None = None
+) -> npt.NDArray[np.int64]:
+    """Common prefix length of each pair `(a_seqs[i], b_seqs[i])`, computed in parallel.
+
+    Args:
+        a_seqs: token sequences (a list of lists or arrays, or a 2-D array's rows).
+        b_seqs: as many token sequences.
+        threads: worker threads; None uses one per core.
+
+    Example:
+        >>> import tito_fast
+        >>> tito_fast.common_prefix_len_batch([[1, 2], [3, 4]], [[1, 2, 5], [9]]).tolist()
+        [2, 0]
+    """
+
+def common_prefix_len_csr(
+    a_values: _TokenIds,
+    a_offsets: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]],
+    b_values: _TokenIds,
+    b_offsets: Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]],
+    *,
+    threads: int | None = None,
+) -> npt.NDArray[np.int64]:
+    """Common prefix length of each row of two CSR batches, computed in parallel.
+
+    Row i of side a is `a_values[a_offsets[i]:a_offsets[i+1]]` (the layout of
+    an Arrow list column: `arr.values`, `arr.offsets`). Both sides must have
+    the same number of rows; offsets must be non-decreasing and within the values.
+
+    Example:
+        >>> import numpy as np, tito_fast
+        >>> tito_fast.common_prefix_len_csr([1, 2, 3, 4], [0, 2, 4], [1, 2, 4, 4], [0, 2, 4]).tolist()
+        [2, 0]
+    """
+
+def trim_trailing(ids: _S, trim_ids: Iterable[SupportsIndex]) -> _S:
+    """Strip every trailing id found in `trim_ids` (repeatedly); returns `ids[:n]`.
+
+    The result is the same kind of sequence as `ids`: a list for a list, a
+    view for a numpy array (a list when `ids` cannot be sliced).
+
+    Example:
+        >>> import tito_fast
+        >>> tito_fast.trim_trailing([7, 8, 198, 198], {198})
+        [7, 8]
+    """
+
+@overload
+def merge_tokens(  # type: ignore[overload-overlap]
+    prefix: npt.NDArray[Any],
+    incremental: _TokenIds,
+    *,
+    append_after: tuple[SupportsIndex, SupportsIndex | _TokenIds] | None = None,
+    drop_last_if_in: Iterable[SupportsIndex] | None = None,
+) -> npt.NDArray[Any]:
+    """`prefix` with a family's seam rule applied, followed by `incremental`.
+
+    Args:
+        prefix: the stored ids (prompt + completion of the previous turn).
+        incremental: ids of the messages appended since.
+        append_after: `(X, Y)`: when the prefix ends with X, append Y (one id
+            or several). Qwen3: `(<|im_end|>, "\\n")`.
+        drop_last_if_in: drop the prefix's last id when it is in this set
+            (applied before `append_after`). GLM-4.7: `{<|observation|>, <|user|>}`.
+
+    Returns:
+        A list, or a numpy array of the prefix's dtype when `prefix` is one.
+
+    Example:
+        >>> import tito_fast
+        >>> tito_fast.merge_tokens([9, 151645], [151644], append_after=(151645, 198))
+        [9, 151645, 198, 151644]
+    """
+
+
+@overload
+def merge_tokens(
+    prefix: _TokenIds,
+    incremental: _TokenIds,
+    *,
+    append_after: tuple[SupportsIndex, SupportsIndex | _TokenIds] | None = None,
+    drop_last_if_in: Iterable[SupportsIndex] | None = None,
+) -> list[int]: ...
+
+@final
+class TokenBuffer:
+    """An append-only sequence of token ids for one session, with checkpoints.
+
+    A checkpoint is a length, not a copy: a session of T turns costs
+    O(total ids) memory. `replace_last` (a boundary swap) records what it
+    removes so rollbacks restore every checkpoint exactly. Safe to share
+    between threads; pickles (e.g. to Ray workers).
+
+    Example:
+        >>> import tito_fast
+        >>> buf = tito_fast.TokenBuffer([1, 2, 3])
+        >>> buf.checkpoint()
+        3
+        >>> buf.extend([4, 5]); buf.checkpoint()
+        5
+        >>> buf.rollback()  # back to the first checkpoint
+        3
+        >>> buf.to_list()
+        [1, 2, 3]
+    """
+
+    def __new__(cls, ids: _TokenIds | None = None) -> Self: ...
+    def extend(self, ids: _TokenIds) -> None:
+        """Append token ids."""
+    def checkpoint(self) -> int:
+        """Record the current length as a checkpoint and return it."""
+    def rollback(self, n_checkpoints: int = 1) -> int:
+        """Drop the `n_checkpoints` newest checkpoints; restore the ids of the newest one left.
+
+        Ids appended after that checkpoint are discarded (all ids when none is
+        left); `rollback(0)` discards only ids added since the newest
+        checkpoint. Returns the new length.
+
+        Raises:
+            TokenBufferError: when there are fewer checkpoints; nothing changes.
+        """
+    def replace_last(self, n: int, ids: _TokenIds) -> None:
+        """Remove the last `n` ids and append `ids` in their place.
+
+        Raises:
+            TokenBufferError: when `n` exceeds the length; nothing changes.
+        """
+    @property
+    def checkpoints(self) -> list[int]:
+        """Lengths recorded by `checkpoint()`, oldest first."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes owned by the buffer: id capacity, checkpoints and undo records."""
+    def to_list(self) -> list[int]:
+        """The ids as a new list."""
+    def to_numpy(self) -> npt.NDArray[np.uint32]:
+        """The ids as a read-only uint32 array that shares the buffer's memory.
+
+        Later changes to the buffer never show in an array already returned.
+        """
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+    @overload
+    def __getitem__(self, index: SupportsIndex, /) -> int: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> list[int]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+    def __setstate__(self, state: tuple[bytes, list[int], list[tuple[int, int, bytes]]], /) -> None: ...

@@ -1,0 +1,148 @@
+"""Plain-Python definitions of the kernels, written from the reference semantics.
+
+These are deliberately the slow, obvious way (list slices, `zip` loops, a
+full copy of the ids per checkpoint), as the reference framework does it.
+They are the ground truth of the property tests and the baseline of the
+benchmarks; nothing in the fast path calls them.
+
+Example:
+    >>> from tito_fast import reference
+    >>> reference.common_prefix_len([1, 2, 3], [1, 2, 4])
+    2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix, one element at a time.
+
+    Example:
+        >>> common_prefix_len([1, 2], [1, 2, 3])
+        2
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class PrefixFacts:
+    """The facts a failed prefix check reports."""
+
+    index: int
+    matched: int
+    checked_len: int
+    stored_len: int
+    new_len: int
+    max_trim_tokens: int
+
+
+def check_prefix(stored: Sequence[int], new: Sequence[int], *, max_trim_tokens: int = 0) -> PrefixFacts | None:
+    """The token-level TITO check; returns the failure facts, or None when it passes.
+
+    `stored`, less up to `max_trim_tokens` trailing ids, must equal the start
+    of `new`. The first mismatch is the first differing index, or
+    `min(len(new), checked_len)` when `new` ends inside the checked prefix.
+
+    Example:
+        >>> check_prefix([1, 2, 3], [1, 2, 3, 4]) is None
+        True
+        >>> check_prefix([1, 5, 3], [1, 2, 3]).index
+        1
+    """
+    if not stored:
+        return None
+    check_len = len(stored) - max_trim_tokens
+    if check_len <= 0 or list(new[:check_len]) == list(stored[:check_len]):
+        return None
+    first = next(
+        (i for i, (x, y) in enumerate(zip(new[:check_len], stored[:check_len])) if x != y),
+        min(len(new), check_len),
+    )
+    return PrefixFacts(first, first, check_len, len(stored), len(new), max_trim_tokens)
+
+
+def trim_trailing(ids: Sequence[int], trim_ids: Collection[int]) -> list[int]:
+    """Strip trailing ids found in `trim_ids`, repeatedly.
+
+    Example:
+        >>> trim_trailing([1, 2, 2], {2})
+        [1]
+    """
+    out = list(ids)
+    while out and out[-1] in trim_ids:
+        out.pop()
+    return out
+
+
+def merge_tokens(
+    prefix: Sequence[int],
+    incremental: Sequence[int],
+    *,
+    append_after: tuple[int, int | Sequence[int]] | None = None,
+    drop_last_if_in: Collection[int] | None = None,
+) -> list[int]:
+    """Prefix with the seam rule (drop first, then append), then the incremental ids.
+
+    Example:
+        >>> merge_tokens([1, 5], [7], append_after=(5, 6))
+        [1, 5, 6, 7]
+    """
+    out = list(prefix)
+    if drop_last_if_in and out and out[-1] in drop_last_if_in:
+        out = out[:-1]
+    if append_after is not None and out and out[-1] == append_after[0]:
+        extra = append_after[1]
+        out = out + ([extra] if isinstance(extra, int) else list(extra))
+    return out + list(incremental)
+
+
+@dataclass
+class ListTrajectory:
+    """Session ids as the reference keeps them: a full copy per checkpoint.
+
+    The current ids are the newest checkpoint's copy plus whatever was added
+    since. Memory grows with turns × length.
+
+    Example:
+        >>> t = ListTrajectory()
+        >>> t.extend([1, 2]); t.checkpoint(); t.extend([3]); t.checkpoint()
+        2
+        3
+        >>> t.rollback(1); t.ids
+        2
+        [1, 2]
+    """
+
+    ids: list[int] = field(default_factory=list)
+    copies: list[list[int]] = field(default_factory=list)
+
+    def extend(self, ids: Sequence[int]) -> None:
+        self.ids = self.ids + list(ids)
+
+    def checkpoint(self) -> int:
+        self.copies.append(list(self.ids))
+        return len(self.ids)
+
+    def rollback(self, n: int = 1) -> int:
+        if n > len(self.copies):
+            raise ValueError(f"cannot roll back {n} checkpoint(s): the buffer has {len(self.copies)}")
+        del self.copies[len(self.copies) - n :]
+        self.ids = list(self.copies[-1]) if self.copies else []
+        return len(self.ids)
+
+    def replace_last(self, n: int, ids: Sequence[int]) -> None:
+        if n > len(self.ids):
+            raise ValueError(f"cannot replace the last {n} id(s): the buffer holds {len(self.ids)}")
+        self.ids = self.ids[: len(self.ids) - n] + list(ids)
+
+    @property
+    def checkpoints(self) -> list[int]:
+        return [len(c) for c in self.copies]
