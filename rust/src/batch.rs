@@ -10,15 +10,9 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use crate::error::IdError;
-use crate::ids::Raw;
-use crate::prefix::common_prefix_len;
-
-/// Which side of a pair an error belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    A,
-    B,
-}
+use crate::ids::{prepare_pair, Raw};
+use crate::prefix::common_prefix_len_checked;
+pub use crate::prefix::Side;
 
 /// An error in a batch, located by row and side.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -33,8 +27,10 @@ pub enum BatchError {
 
 /// Thread pools by size, built once: building one per call would cost more
 /// than comparing a small batch.
+type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+
 fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
-    static POOLS: OnceLock<Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>> = OnceLock::new();
+    static POOLS: OnceLock<Pools> = OnceLock::new();
     let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
     let mut pools = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
@@ -76,9 +72,10 @@ pub fn common_prefix_len_pairs(a: &[Raw<'_>], b: &[Raw<'_>]) -> Result<Vec<i64>,
         .enumerate()
         .with_min_len(16)
         .map(|(row, (x, y))| {
-            let x = x.normalize().map_err(|err| BatchError::Id { side: Side::A, row, err })?;
-            let y = y.normalize().map_err(|err| BatchError::Id { side: Side::B, row, err })?;
-            Ok(common_prefix_len(&x, &y) as i64)
+            let (px, py) = prepare_pair(x, y).map_err(|(side, err)| BatchError::Id { side, row, err })?;
+            common_prefix_len_checked(px.checked(), py.checked())
+                .map(|n| n as i64)
+                .map_err(|(side, err)| BatchError::Id { side, row, err })
         })
         .collect();
     results.into_iter().collect()
@@ -128,18 +125,37 @@ pub fn check_offsets(side: Side, offsets: &[i64], n_values: usize) -> Result<(),
 
 /// Common prefix length of every row of two CSR batches, which must have the
 /// same number of rows. Offsets must already have passed [`check_offsets`].
-#[must_use]
-pub fn common_prefix_len_csr(a: &[u32], a_off: &[i64], b: &[u32], b_off: &[i64]) -> Vec<i64> {
+/// Only the ids inside rows are read and validated.
+///
+/// # Errors
+/// [`BatchError::Id`] for the first row holding an invalid id (side A before
+/// side B within a row); its position is an index into the values.
+pub fn common_prefix_len_csr(a: &Raw<'_>, a_off: &[i64], b: &Raw<'_>, b_off: &[i64]) -> Result<Vec<i64>, BatchError> {
     let rows = a_off.len().saturating_sub(1);
-    (0..rows)
+    let span = |off: &[i64]| off[0] as usize..off[off.len() - 1] as usize;
+    let (a_base, b_base) = (a_off[0] as usize, b_off[0] as usize);
+    // Prepare only the span the rows cover (a conversion validates it all).
+    let (a_span, b_span) = (a.slice(span(a_off)), b.slice(span(b_off)));
+    let (pa, pb) = prepare_pair(&a_span, &b_span).map_err(|(side, mut err)| {
+        err.pos += if side == Side::A { a_base } else { b_base };
+        BatchError::Id { side, row: usize::MAX, err }
+    })?;
+    let (ca, cb) = (pa.checked(), pb.checked());
+    let results: Vec<Result<i64, BatchError>> = (0..rows)
         .into_par_iter()
         .with_min_len(16)
         .map(|r| {
-            let x = &a[a_off[r] as usize..a_off[r + 1] as usize];
-            let y = &b[b_off[r] as usize..b_off[r + 1] as usize];
-            common_prefix_len(x, y) as i64
+            let (a0, a1) = (a_off[r] as usize - a_base, a_off[r + 1] as usize - a_base);
+            let (b0, b1) = (b_off[r] as usize - b_base, b_off[r + 1] as usize - b_base);
+            let x = crate::prefix::Checked { ids: &ca.ids[a0..a1], mask: ca.mask };
+            let y = crate::prefix::Checked { ids: &cb.ids[b0..b1], mask: cb.mask };
+            common_prefix_len_checked(x, y).map(|n| n as i64).map_err(|(side, mut err)| {
+                err.pos += if side == Side::A { a_off[r] as usize } else { b_off[r] as usize };
+                BatchError::Id { side, row: r, err }
+            })
         })
-        .collect()
+        .collect();
+    results.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -158,17 +174,25 @@ mod tests {
 
     #[test]
     fn csr_rows_and_offsets() {
-        let a = [1, 2, 3, 4, 5, 6];
-        let b = [1, 2, 9, 4, 5];
+        let a = Raw::U32(&[1, 2, 3, 4, 5, 6]);
+        let b = Raw::I32(&[1, 2, 9, 4, 5]);
         let ao = [0i64, 3, 6];
         let bo = [0i64, 2, 5];
         check_offsets(Side::A, &ao, a.len()).unwrap();
         check_offsets(Side::B, &bo, b.len()).unwrap();
-        assert_eq!(common_prefix_len_csr(&a, &ao, &b, &bo), vec![2, 0]);
+        assert_eq!(common_prefix_len_csr(&a, &ao, &b, &bo).unwrap(), vec![2, 0]);
+        // Ids outside every row are not read; a bad id inside one is found.
+        let c = Raw::I32(&[-1, 1, 2, -7]);
+        assert_eq!(common_prefix_len_csr(&c, &[1, 3], &c, &[1, 3]).unwrap(), vec![2]);
+        let e = common_prefix_len_csr(&c, &[1, 2, 4], &c, &[0, 1, 3]).unwrap_err();
+        assert!(matches!(e, BatchError::Id { side: Side::B, row: 0, err } if err.pos == 0));
+        let wide = Raw::I64(&[5, -1, 5]);
+        let e = common_prefix_len_csr(&wide, &[2, 3], &wide, &[0, 3]).unwrap_err();
+        assert!(matches!(e, BatchError::Id { side: Side::B, err, .. } if err.pos == 1));
         assert!(check_offsets(Side::A, &[0, 3, 2], 6).is_err());
         assert!(check_offsets(Side::A, &[0, 7], 6).is_err());
         assert!(check_offsets(Side::A, &[-1, 0], 6).is_err());
         assert!(check_offsets(Side::A, &[], 6).is_err());
-        assert_eq!(with_threads(Some(2), || common_prefix_len_csr(&a, &ao, &b, &bo)), vec![2, 0]);
+        assert_eq!(with_threads(Some(2), || common_prefix_len_csr(&a, &ao, &b, &bo)).unwrap(), vec![2, 0]);
     }
 }

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 use crate::error::{IdError, IdErrorKind};
+use crate::prefix::{first_bad, Checked, Side, SIGN};
 
 /// Elements validated per block before the (rare) exact scan.
 const BLOCK: usize = 256;
@@ -51,6 +52,42 @@ impl Raw<'_> {
         self.len() == 0
     }
 
+    /// The elements `range` (which must lie within the slice).
+    #[must_use]
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Raw<'_> {
+        match self {
+            Raw::U8(s) => Raw::U8(&s[range]),
+            Raw::I8(s) => Raw::I8(&s[range]),
+            Raw::U16(s) => Raw::U16(&s[range]),
+            Raw::I16(s) => Raw::I16(&s[range]),
+            Raw::U32(s) => Raw::U32(&s[range]),
+            Raw::I32(s) => Raw::I32(&s[range]),
+            Raw::U64(s) => Raw::U64(&s[range]),
+            Raw::I64(s) => Raw::I64(&s[range]),
+            Raw::Owned(v) => Raw::U32(&v[range]),
+        }
+    }
+
+    /// Ready the ids for a checking kernel: 32-bit inputs are viewed as they
+    /// are (the kernel validates them in its own pass, see
+    /// [`crate::prefix::Checked`]); other widths are validated and converted
+    /// here.
+    ///
+    /// # Errors
+    /// [`IdError`] for an invalid id of a converted width.
+    pub fn prepare(&self) -> Result<Prepared<'_>, IdError> {
+        match self {
+            Raw::U32(s) => Ok(Prepared::View(Checked::valid(s))),
+            Raw::Owned(v) => Ok(Prepared::View(Checked::valid(v))),
+            Raw::I32(s) => Ok(Prepared::View(Checked {
+                // SAFETY: same size and alignment, every bit pattern valid.
+                ids: unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u32>(), s.len()) },
+                mask: SIGN,
+            })),
+            _ => self.normalize().map(|c| Prepared::Owned(c.into_owned())),
+        }
+    }
+
     /// Validate every element and view the slice as token ids.
     ///
     /// `u32` and non-negative `i32` slices are borrowed as they are; other
@@ -69,6 +106,48 @@ impl Raw<'_> {
             Raw::I16(s) => widen_signed(s).map(Cow::Owned),
             Raw::U64(s) => narrow_u64(s).map(Cow::Owned),
             Raw::I64(s) => narrow_i64(s).map(Cow::Owned),
+        }
+    }
+}
+
+/// Ids ready for a checking kernel (see [`Raw::prepare`]).
+#[derive(Debug)]
+pub enum Prepared<'a> {
+    /// Borrowed; the mask says which bits the kernel must find clear.
+    View(Checked<'a>),
+    /// Converted and already valid.
+    Owned(Vec<u32>),
+}
+
+impl Prepared<'_> {
+    /// The ids with their check mask.
+    #[must_use]
+    pub fn checked(&self) -> Checked<'_> {
+        match self {
+            Prepared::View(c) => *c,
+            Prepared::Owned(v) => Checked::valid(v),
+        }
+    }
+}
+
+/// Prepare two inputs; an invalid id of `a` is reported before one of `b`.
+///
+/// # Errors
+/// The first invalid id found, with its side, when a conversion fails.
+pub fn prepare_pair<'a>(a: &'a Raw<'a>, b: &'a Raw<'a>) -> Result<(Prepared<'a>, Prepared<'a>), (Side, IdError)> {
+    let pa = a.prepare().map_err(|e| (Side::A, e))?;
+    match b.prepare() {
+        Ok(pb) => Ok((pa, pb)),
+        Err(e) => {
+            // `a` may hold an unchecked view with an earlier-reported error.
+            let ca = pa.checked();
+            match first_bad(ca.ids, ca.mask) {
+                Some(p) => Err((
+                    Side::A,
+                    IdError { pos: p, kind: IdErrorKind::Negative(i64::from(ca.ids[p] as i32)) },
+                )),
+                None => Err((Side::B, e)),
+            }
         }
     }
 }

@@ -48,6 +48,10 @@ impl TokenBuffer {
     }
 }
 
+/// Pickled state: ids as little-endian u32 bytes, checkpoints, and undo
+/// records `(tag, pos, removed ids as bytes)`.
+type State = (Vec<u8>, Vec<usize>, Vec<(usize, usize, Vec<u8>)>);
+
 fn to_bytes(ids: &[u32]) -> Vec<u8> {
     ids.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -196,7 +200,7 @@ impl TokenBuffer {
     }
 
     fn __setstate__(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (ids, cps, undo): (Vec<u8>, Vec<usize>, Vec<(usize, usize, Vec<u8>)>) = state.extract()?;
+        let (ids, cps, undo): State = state.extract()?;
         let ids = from_bytes(py, &ids, "state")?;
         let undo = undo
             .into_iter()

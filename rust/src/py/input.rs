@@ -14,8 +14,9 @@
 
 use std::ffi::CStr;
 
-use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::buffer::PyUntypedBuffer;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::IntoPyDict;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple};
@@ -36,16 +37,14 @@ pub(crate) enum Width {
     I64,
 }
 
-/// Keeps the source of a token sequence borrowed while the kernels read it.
+/// Keeps the source of a token sequence alive while the kernels read it.
+///
+/// Arrays and buffers are read in place, without a copy. As with any
+/// zero-copy reader, mutating an input array from another thread during a
+/// call gives an unspecified (but memory-safe to Python) result.
 pub(crate) enum Holder<'py> {
-    U8(PyReadonlyArray1<'py, u8>),
-    I8(PyReadonlyArray1<'py, i8>),
-    U16(PyReadonlyArray1<'py, u16>),
-    I16(PyReadonlyArray1<'py, i16>),
-    U32(PyReadonlyArray1<'py, u32>),
-    I32(PyReadonlyArray1<'py, i32>),
-    U64(PyReadonlyArray1<'py, u64>),
-    I64(PyReadonlyArray1<'py, i64>),
+    /// A C-contiguous, aligned, native-order numpy array of integers.
+    Array(Bound<'py, PyUntypedArray>, Width),
     Buffer(PyUntypedBuffer, Width),
     Owned(Vec<u32>),
 }
@@ -53,30 +52,28 @@ pub(crate) enum Holder<'py> {
 impl Holder<'_> {
     /// The borrowed slice (not yet validated).
     pub(crate) fn raw(&self) -> Raw<'_> {
-        // `as_slice` cannot fail: `from_numpy` only makes holders of arrays
-        // whose slice view it has checked.
         match self {
-            Holder::U8(a) => Raw::U8(a.as_slice().unwrap_or(&[])),
-            Holder::I8(a) => Raw::I8(a.as_slice().unwrap_or(&[])),
-            Holder::U16(a) => Raw::U16(a.as_slice().unwrap_or(&[])),
-            Holder::I16(a) => Raw::I16(a.as_slice().unwrap_or(&[])),
-            Holder::U32(a) => Raw::U32(a.as_slice().unwrap_or(&[])),
-            Holder::I32(a) => Raw::I32(a.as_slice().unwrap_or(&[])),
-            Holder::U64(a) => Raw::U64(a.as_slice().unwrap_or(&[])),
-            Holder::I64(a) => Raw::I64(a.as_slice().unwrap_or(&[])),
-            Holder::Buffer(b, w) => buffer_raw(b, *w),
+            Holder::Array(a, w) => {
+                // SAFETY: `from_numpy` only makes holders of non-empty,
+                // C-contiguous, aligned 1-D arrays whose dtype has width `w`;
+                // the array (and so its data) lives as long as the holder.
+                unsafe { typed_slice((*a.as_array_ptr()).fields.data.cast(), a.len(), *w) }
+            }
+            Holder::Buffer(b, w) => {
+                // SAFETY: `from_buffer` only makes holders of non-empty,
+                // C-contiguous, aligned 1-D buffers of width `w`; the export
+                // lasts as long as the `PyUntypedBuffer`.
+                unsafe { typed_slice(b.buf_ptr().cast(), b.item_count(), *w) }
+            }
             Holder::Owned(v) => Raw::U32(v),
         }
     }
 }
 
-fn buffer_raw(b: &PyUntypedBuffer, w: Width) -> Raw<'_> {
-    let n = b.item_count();
-    let p = b.buf_ptr();
-    // SAFETY: the buffer was checked to be C-contiguous, 1-D, aligned for its
-    // element type, with `item_size` matching `w`; it stays exported (and
-    // its memory valid) for as long as the `PyUntypedBuffer` lives, which
-    // outlives the returned slice.
+/// # Safety
+/// `p` must point to `n` initialised, aligned elements of width `w`, valid
+/// for the returned lifetime.
+unsafe fn typed_slice<'a>(p: *const u8, n: usize, w: Width) -> Raw<'a> {
     unsafe {
         match w {
             Width::U8 => Raw::U8(std::slice::from_raw_parts(p.cast(), n)),
@@ -139,41 +136,32 @@ fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult
             &format!("expected a 1-D sequence of token ids, got a {}-D array of shape {:?}", arr.ndim(), arr.shape()),
         ));
     }
-    let any = arr.as_any();
-    macro_rules! borrow {
-        ($t:ty, $variant:ident) => {
-            if let Ok(a) = any.cast::<PyArray1<$t>>() {
-                if !a.is_contiguous() || !a.is_aligned() {
-                    return Ok(None);
-                }
-                return match a.try_readonly() {
-                    // Holders only hold arrays whose slice view exists.
-                    Ok(r) if r.as_slice().is_ok() => Ok(Some(Holder::$variant(r))),
-                    Ok(_) => Ok(None),
-                    Err(e) => Err(input_error(py, argument, None, &format!("array cannot be borrowed: {e}"))),
-                };
-            }
-        };
-    }
-    borrow!(i32, I32);
-    borrow!(u32, U32);
-    borrow!(i64, I64);
-    borrow!(u64, U64);
-    borrow!(i16, I16);
-    borrow!(u16, U16);
-    borrow!(i8, I8);
-    borrow!(u8, U8);
     let dtype = arr.dtype();
-    if matches!(dtype.kind(), b'i' | b'u') {
-        // An integer dtype in a foreign byte order: convert, then retry.
+    let width = match (dtype.kind(), dtype.itemsize()) {
+        (b'u', 1) => Width::U8,
+        (b'i', 1) => Width::I8,
+        (b'u', 2) => Width::U16,
+        (b'i', 2) => Width::I16,
+        (b'u', 4) => Width::U32,
+        (b'i', 4) => Width::I32,
+        (b'u', 8) => Width::U64,
+        (b'i', 8) => Width::I64,
+        _ => {
+            return Err(input_error(
+                py,
+                argument,
+                None,
+                &format!("expected an integer array, got dtype {}", dtype.str().map(|s| s.to_string()).unwrap_or_default()),
+            ))
+        }
+    };
+    if arr.len() == 0 {
+        return Ok(Some(Holder::Owned(Vec::new())));
+    }
+    if !arr.is_c_contiguous() || !arr.is_aligned() || dtype.is_native_byteorder() == Some(false) {
         return Ok(None);
     }
-    Err(input_error(
-        py,
-        argument,
-        None,
-        &format!("expected an integer array, got dtype {}", dtype.str().map(|s| s.to_string()).unwrap_or_default()),
-    ))
+    Ok(Some(Holder::Array(arr.clone(), width)))
 }
 
 /// Borrow a buffer-protocol object of integers, or `Ok(None)` when the
@@ -282,11 +270,54 @@ fn walk<'py>(items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>, hint: usi
     Ok(out)
 }
 
+/// A list of ints, read with the C API: exact ints take a fast path with no
+/// reference counting; anything else goes through [`item_id`].
+fn walk_list(list: &Bound<'_, PyList>, argument: &str) -> PyResult<Vec<u32>> {
+    let py = list.py();
+    let mut out = Vec::with_capacity(list.len());
+    let mut pos = 0usize;
+    loop {
+        // The length is read each time: a slow-path `__index__` may change it.
+        let n = list.len();
+        if pos >= n {
+            return Ok(out);
+        }
+        // SAFETY: attached to the interpreter; `pos < len` so the borrowed
+        // reference is valid until Python code runs, and the fast path runs
+        // none (PyLong_AsLongAndOverflow on an exact int cannot call back).
+        let fast = unsafe {
+            let item = ffi::PyList_GetItem(list.as_ptr(), pos as ffi::Py_ssize_t);
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            if ffi::Py_TYPE(item) == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+                let mut overflow = 0;
+                let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
+                #[allow(clippy::useless_conversion)] // c_long is i32 on some targets
+                let v = i64::from(v);
+                if overflow == 0 && (0..=i64::from(u32::MAX)).contains(&v) {
+                    Some(v as u32)
+                } else {
+                    None
+                }
+            } else {
+                None
+            }
+        };
+        let id = match fast {
+            Some(id) => id,
+            None => item_id(&list.get_item(pos)?, argument, pos)?,
+        };
+        out.push(id);
+        pos += 1;
+    }
+}
+
 /// Extract a token sequence from `obj`; `argument` names it in errors.
 pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<Holder<'py>> {
     let py = obj.py();
     if let Ok(list) = obj.cast::<PyList>() {
-        return walk(list.iter().map(Ok), list.len(), argument).map(Holder::Owned);
+        return walk_list(list, argument).map(Holder::Owned);
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
         return walk(tuple.iter().map(Ok), tuple.len(), argument).map(Holder::Owned);

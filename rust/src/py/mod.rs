@@ -17,7 +17,7 @@ use pyo3::types::{PyFrozenSet, PyList, PySet, PySlice};
 
 use crate::batch::{self, BatchError, Side};
 use crate::error::IdError;
-use crate::ids::Raw;
+use crate::ids::{prepare_pair, Raw};
 use crate::merge::{trimmed_len, Splice};
 use crate::prefix;
 use errors::{batch_error, id_error, input_error, prefix_error};
@@ -44,14 +44,9 @@ fn threads_arg(threads: Option<i64>) -> PyResult<Option<usize>> {
     }
 }
 
-fn normalize_pair<'a>(
-    a: &'a Raw<'a>,
-    b: &'a Raw<'a>,
-    names: (&'static str, &'static str),
-) -> Result<(std::borrow::Cow<'a, [u32]>, std::borrow::Cow<'a, [u32]>), (&'static str, IdError)> {
-    let x = a.normalize().map_err(|e| (names.0, e))?;
-    let y = b.normalize().map_err(|e| (names.1, e))?;
-    Ok((x, y))
+/// Map a kernel's (side, error) to the exception naming the argument.
+fn side_error(py: Python<'_>, names: (&str, &str), (side, e): (Side, IdError)) -> PyErr {
+    id_error(py, if side == Side::A { names.0 } else { names.1 }, &e)
 }
 
 /// Length of the longest common prefix of two token sequences.
@@ -60,9 +55,10 @@ fn common_prefix_len(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>)
     let (ha, hb) = (extract(a, "a")?, extract(b, "b")?);
     let (ra, rb) = (ha.raw(), hb.raw());
     run(py, ra.len() + rb.len(), || {
-        normalize_pair(&ra, &rb, ("a", "b")).map(|(x, y)| prefix::common_prefix_len(&x, &y))
+        let (pa, pb) = prepare_pair(&ra, &rb)?;
+        prefix::common_prefix_len_checked(pa.checked(), pb.checked())
     })
-    .map_err(|(arg, e)| id_error(py, arg, &e))
+    .map_err(|e| side_error(py, ("a", "b"), e))
 }
 
 /// The TITO prefix check; raises `PrefixMismatchError` on failure.
@@ -75,10 +71,11 @@ fn check_prefix(py: Python<'_>, stored: &Bound<'_, PyAny>, new: &Bound<'_, PyAny
     let (hs, hn) = (extract(stored, "stored")?, extract(new, "new")?);
     let (rs, rn) = (hs.raw(), hn.raw());
     let r = run(py, rs.len() + rn.len(), || {
-        normalize_pair(&rs, &rn, ("stored", "new")).map(|(s, n)| prefix::check_prefix(&s, &n, max_trim))
+        let (ps, pn) = prepare_pair(&rs, &rn)?;
+        prefix::check_prefix_checked(ps.checked(), pn.checked(), max_trim)
     });
     match r {
-        Err((arg, e)) => Err(id_error(py, arg, &e)),
+        Err(e) => Err(side_error(py, ("stored", "new"), e)),
         Ok(Err(m)) => Err(prefix_error(py, &m)),
         Ok(Ok(())) => Ok(()),
     }
@@ -172,12 +169,7 @@ fn common_prefix_len_csr<'py>(
     let out = run(py, rav.len() + rbv.len(), || -> Result<Vec<i64>, BatchError> {
         batch::check_offsets(Side::A, &ao, rav.len())?;
         batch::check_offsets(Side::B, &bo, rbv.len())?;
-        batch::with_threads(threads, || {
-            let (x, y) = rayon::join(|| rav.normalize(), || rbv.normalize());
-            let x = x.map_err(|err| BatchError::Id { side: Side::A, row: usize::MAX, err })?;
-            let y = y.map_err(|err| BatchError::Id { side: Side::B, row: usize::MAX, err })?;
-            Ok(batch::common_prefix_len_csr(&x, &ao, &y, &bo))
-        })
+        batch::with_threads(threads, || batch::common_prefix_len_csr(&rav, &ao, &rbv, &bo))
     });
     match out {
         Ok(v) => Ok(PyArray1::from_vec(py, v)),
@@ -292,12 +284,32 @@ fn merge_tokens<'py>(
     let (hp, hi) = (extract(prefix, "prefix")?, extract(incremental, "incremental")?);
     let (rp, ri) = (hp.raw(), hi.raw());
     let (merged, keep, extra) = run(py, rp.len() + ri.len(), || {
-        normalize_pair(&rp, &ri, ("prefix", "incremental")).map(|(p, i)| {
-            let (keep, extra) = splice.seam(&p);
-            (splice.merge(&p, &i), keep, extra.len())
-        })
+        let p = rp.normalize().map_err(|e| (Side::A, e))?;
+        let i = ri.normalize().map_err(|e| (Side::B, e))?;
+        let (keep, extra) = splice.seam(&p);
+        Ok((splice.merge(&p, &i), keep, extra.len()))
     })
-    .map_err(|(arg, e)| id_error(py, arg, &e))?;
+    .map_err(|e| side_error(py, ("prefix", "incremental"), e))?;
+    if let Ok(list) = prefix.cast::<PyList>() {
+        // Reuse the caller's int objects: a C-level slice of the prefix plus
+        // the seam and incremental ids, instead of boxing every id anew.
+        let out = list.get_slice(0, keep);
+        let tail = &merged[keep..];
+        match incremental.cast::<PyList>() {
+            Ok(inc) if tail.len() == extra + inc.len() => {
+                for &id in &tail[..extra] {
+                    out.append(id)?;
+                }
+                return out.add(inc);
+            }
+            _ => {
+                for &id in tail {
+                    out.append(id)?;
+                }
+                return Ok(out.into_any());
+            }
+        }
+    }
     if let Ok(arr) = prefix.cast::<PyUntypedArray>() {
         return ids_to_numpy(py, merged, arr, |pos| {
             if pos < keep + extra { ("append_after", pos - keep) } else { ("incremental", pos - keep - extra) }

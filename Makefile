@@ -1,0 +1,40 @@
+# Named entry points; the README and CI call these.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench dev lint clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+## demo: build and install tito_fast (release), then find planted faults in generated sessions
+demo: $(BIN)/python
+	$(BIN)/python -m pip install --quiet .
+	$(BIN)/tito-fast demo
+
+## test: Rust tests, then install with the test extras and run every Python test (benches run once each)
+test: $(BIN)/python
+	cargo test --locked
+	$(BIN)/python -m pip install --quiet '.[test]'
+	$(BIN)/python -m pytest
+
+## bench: full-size benchmarks on a release build; writes bench-results/ and prints the README table
+bench: $(BIN)/python
+	$(BIN)/python -m pip install --quiet '.[test]'
+	mkdir -p bench-results
+	$(BIN)/python -m pytest benches --benchmark-enable --benchmark-json=bench-results/latest.json
+	$(BIN)/python -m benches.report bench-results/latest.json
+
+## dev: editable debug build for fast iteration (benchmarks refuse to run on it)
+dev: $(BIN)/python
+	$(BIN)/python -m pip install --quiet maturin '.[test]'
+	$(BIN)/maturin develop
+
+lint:
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --features python --lib -- -D warnings
+
+clean:
+	rm -rf target $(VENV) bench-results .pytest_cache .hypothesis .benchmarks

@@ -1,0 +1,74 @@
+"""Turn a pytest-benchmark JSON file into the README's Markdown table.
+
+Usage: python -m benches.report bench-results/latest.json
+
+Each group's rows are ordered fastest first; `× tito_fast` is how many
+times longer a row's median takes than the fastest tito_fast row of its
+group (above 1: tito_fast is faster). Memory columns come from extra_info.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _fmt_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _impl(bench: dict[str, Any]) -> str:
+    return str(bench["params"].get("impl", bench["name"]))
+
+
+def table(data: dict[str, Any]) -> str:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for b in data["benchmarks"]:
+        groups.setdefault(b["group"], []).append(b)
+    has_mem = any("bytes" in b.get("extra_info", {}) for b in data["benchmarks"])
+    head = "| group | implementation | median | × tito_fast |" + (" memory |" if has_mem else "")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for group, benches in groups.items():
+        tito = [b["stats"]["median"] for b in benches if _impl(b).startswith("tito_fast")]
+        base = min(tito) if tito else None
+        for b in sorted(benches, key=lambda b: b["stats"]["median"]):
+            med = b["stats"]["median"]
+            ratio = f"{med / base:.1f}×" if base else "–"
+            row = f"| {group} | {_impl(b)} | {_fmt_time(med)} | {ratio} |"
+            if has_mem:
+                info = b.get("extra_info", {})
+                row += f" {_fmt_bytes(info['bytes'])} |" if "bytes" in info else " |"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    data = json.loads(Path(argv[0]).read_text())
+    mi = data.get("machine_info", {})
+    print(
+        f"Measured on {mi.get('cpu', {}).get('brand_raw', platform.processor() or '?')}, "
+        f"{mi.get('cpu', {}).get('count', '?')} cores, Python {mi.get('python_version', '?')}, "
+        f"{data.get('datetime', '')[:10]}.\n"
+    )
+    print(table(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

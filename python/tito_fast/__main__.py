@@ -1,0 +1,5 @@
+"""`python -m tito_fast` runs the command line."""
+
+from tito_fast.cli import main
+
+main()

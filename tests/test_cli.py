@@ -1,0 +1,42 @@
+"""The command line, called in-process as `cli(*args)`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tito_fast.cli import cli
+
+
+def test_demo_finds_every_planted_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "summary.json"
+    assert cli("demo", "--sessions", "120", "--turns", "4", "--seed", "3", "--json", str(out)) == 0
+    summary = json.loads(out.read_text())
+    assert summary["sessions"] == 120 and summary["missed"] == 0 and summary["false_alarms"] == 0
+    assert set(summary["planted"]) <= {"none", "retokenized", "missing_newline", "changed_content"}
+    assert summary["found_mismatching"] == sum(v for k, v in summary["planted"].items() if k != "none")
+    captured = capsys.readouterr()
+    assert "planted faults missed" in captured.out
+    assert "built 120/120 sessions" in captured.err  # progress, not a tty here
+
+
+def test_json_to_stdout_and_quiet(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("demo", "--sessions", "10", "--turns", "2", "--quiet", "--json", "-") == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["sessions"] == 10
+    assert captured.err == ""
+
+
+def test_bad_arguments_exit_with_usage() -> None:
+    with pytest.raises(SystemExit) as info:
+        cli("demo", "--turns", "1")
+    assert info.value.code == 2
+
+
+def test_console_script_and_module_entry_points() -> None:
+    out = subprocess.run([sys.executable, "-m", "tito_fast", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("tito_fast ")
