@@ -55,6 +55,34 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def headlines(data: dict[str, Any]) -> str:
+    """One line per group: how tito_fast compares with each baseline."""
+    groups: dict[str, dict[str, float]] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for b in data["benchmarks"]:
+        groups.setdefault(b["group"], {})[_impl(b)] = b["stats"]["median"]
+        extra.setdefault(b["group"], {})[_impl(b)] = b.get("extra_info", {})
+    lines = []
+    for group, med in groups.items():
+        tito = {k: v for k, v in med.items() if k.startswith("tito_fast")}
+        if not tito:
+            continue
+        best_name, best = min(tito.items(), key=lambda kv: kv[1])
+        parts = [f"{other} / {best_name} = {v / best:.1f}×" for other, v in med.items() if not other.startswith("tito_fast")]
+        if "tito_fast_list" in med and "python" in med:
+            parts.append(f"python / tito_fast_list = {med['python'] / med['tito_fast_list']:.1f}×")
+        if "tito_fast_csr_1t" in med and "tito_fast_csr_2t" in med:
+            parts.append(f"csr 1 thread / 2 threads = {med['tito_fast_csr_1t'] / med['tito_fast_csr_2t']:.2f}×")
+        mem = {k: v["bytes"] for k, v in extra[group].items() if "bytes" in v}
+        if "tito_fast" in mem and "python" in mem:
+            final = extra[group]["tito_fast"].get("final_uint32_bytes")
+            parts.append(f"memory python / tito_fast = {mem['python'] / mem['tito_fast']:.0f}×")
+            if final:
+                parts.append(f"tito_fast memory / final ids as uint32 = {mem['tito_fast'] / final:.2f}×")
+        lines.append(f"- {group}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
@@ -67,6 +95,8 @@ def main(argv: list[str]) -> int:
         f"{data.get('datetime', '')[:10]}.\n"
     )
     print(table(data))
+    print("\nRatios (medians; above 1 means tito_fast is faster or smaller):\n")
+    print(headlines(data))
     return 0
 
 
