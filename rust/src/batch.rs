@@ -37,10 +37,7 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
         return Ok(Arc::clone(p));
     }
     let p = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("tito-fast-{i}"))
-            .build()?,
+        rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("tito-fast-{i}")).build()?,
     );
     pools.push((threads, Arc::clone(&p)));
     Ok(p)
@@ -114,10 +111,7 @@ pub fn check_offsets(side: Side, offsets: &[i64], n_values: usize) -> Result<(),
         return Err(BatchError::Offsets {
             side,
             pos: Some(offsets.len() - 1),
-            msg: format!(
-                "offset at position {} is {last}, past the {n_values} values",
-                offsets.len() - 1
-            ),
+            msg: format!("offset at position {} is {last}, past the {n_values} values", offsets.len() - 1),
         });
     }
     Ok(())

@@ -25,14 +25,12 @@ pub struct IdError {
 impl IdError {
     fn describe(&self) -> String {
         match self.kind {
-            IdErrorKind::Negative(v) => format!(
-                "token id at position {} is negative ({v}); ids must be in [0, 2**32-1]",
-                self.pos
-            ),
-            IdErrorKind::TooLarge(v) => format!(
-                "token id at position {} is too large ({v}); ids must be in [0, 2**32-1]",
-                self.pos
-            ),
+            IdErrorKind::Negative(v) => {
+                format!("token id at position {} is negative ({v}); ids must be in [0, 2**32-1]", self.pos)
+            }
+            IdErrorKind::TooLarge(v) => {
+                format!("token id at position {} is too large ({v}); ids must be in [0, 2**32-1]", self.pos)
+            }
         }
     }
 }

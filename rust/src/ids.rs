@@ -142,10 +142,7 @@ pub fn prepare_pair<'a>(a: &'a Raw<'a>, b: &'a Raw<'a>) -> Result<(Prepared<'a>,
             // `a` may hold an unchecked view with an earlier-reported error.
             let ca = pa.checked();
             match first_bad(ca.ids, ca.mask) {
-                Some(p) => Err((
-                    Side::A,
-                    IdError { pos: p, kind: IdErrorKind::Negative(i64::from(ca.ids[p] as i32)) },
-                )),
+                Some(p) => Err((Side::A, IdError { pos: p, kind: IdErrorKind::Negative(i64::from(ca.ids[p] as i32)) })),
                 None => Err((Side::B, e)),
             }
         }
@@ -162,15 +159,9 @@ pub fn i32_as_ids(s: &[i32]) -> Result<&[u32], IdError> {
         // this loop vectorises, the exact scan below runs only on failure.
         let any = block.iter().fold(0i32, |acc, &x| acc | x);
         if any < 0 {
-            let (i, &v) = block
-                .iter()
-                .enumerate()
-                .find(|&(_, &x)| x < 0)
-                .expect("a negative value exists in this block");
-            return Err(IdError {
-                pos: b * BLOCK + i,
-                kind: IdErrorKind::Negative(i64::from(v)),
-            });
+            let (i, &v) =
+                block.iter().enumerate().find(|&(_, &x)| x < 0).expect("a negative value exists in this block");
+            return Err(IdError { pos: b * BLOCK + i, kind: IdErrorKind::Negative(i64::from(v)) });
         }
     }
     // SAFETY: i32 and u32 have the same size and alignment, every bit pattern
@@ -219,11 +210,7 @@ fn narrow_i64(s: &[i64]) -> Result<Vec<u32>, IdError> {
                 .enumerate()
                 .find(|&(_, &x)| !(0..=i64::from(u32::MAX)).contains(&x))
                 .expect("an out-of-range value exists in this block");
-            let kind = if v < 0 {
-                IdErrorKind::Negative(v)
-            } else {
-                IdErrorKind::TooLarge(v as u64)
-            };
+            let kind = if v < 0 { IdErrorKind::Negative(v) } else { IdErrorKind::TooLarge(v as u64) };
             return Err(IdError { pos: b * BLOCK + i, kind });
         }
         out.extend(block.iter().map(|&x| x as u32));
@@ -261,20 +248,11 @@ mod tests {
         let ok = [0i64, 1, i64::from(u32::MAX)];
         assert_eq!(&*Raw::I64(&ok).normalize().unwrap(), &[0, 1, u32::MAX]);
         let big = [0i64, 1 << 32];
-        assert_eq!(
-            Raw::I64(&big).normalize().unwrap_err(),
-            IdError { pos: 1, kind: IdErrorKind::TooLarge(1 << 32) }
-        );
+        assert_eq!(Raw::I64(&big).normalize().unwrap_err(), IdError { pos: 1, kind: IdErrorKind::TooLarge(1 << 32) });
         let neg = [5i64, 6, -1];
-        assert_eq!(
-            Raw::I64(&neg).normalize().unwrap_err(),
-            IdError { pos: 2, kind: IdErrorKind::Negative(-1) }
-        );
+        assert_eq!(Raw::I64(&neg).normalize().unwrap_err(), IdError { pos: 2, kind: IdErrorKind::Negative(-1) });
         let umax = [3u64, u64::MAX];
-        assert_eq!(
-            Raw::U64(&umax).normalize().unwrap_err(),
-            IdError { pos: 1, kind: IdErrorKind::TooLarge(u64::MAX) }
-        );
+        assert_eq!(Raw::U64(&umax).normalize().unwrap_err(), IdError { pos: 1, kind: IdErrorKind::TooLarge(u64::MAX) });
     }
 
     #[test]
@@ -282,10 +260,7 @@ mod tests {
         assert_eq!(&*Raw::U8(&[0, 255]).normalize().unwrap(), &[0, 255]);
         assert_eq!(&*Raw::U16(&[65535]).normalize().unwrap(), &[65535]);
         assert_eq!(&*Raw::I16(&[3, 4]).normalize().unwrap(), &[3, 4]);
-        assert_eq!(
-            Raw::I8(&[3, -4]).normalize().unwrap_err(),
-            IdError { pos: 1, kind: IdErrorKind::Negative(-4) }
-        );
+        assert_eq!(Raw::I8(&[3, -4]).normalize().unwrap_err(), IdError { pos: 1, kind: IdErrorKind::Negative(-4) });
         assert!(Raw::I8(&[]).normalize().unwrap().is_empty());
     }
 }

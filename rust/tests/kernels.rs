@@ -219,7 +219,10 @@ fn batch_kernels_agree_with_the_single_kernel() {
         br.push(Raw::Owned(b));
     }
     for threads in [None, Some(1), Some(2), Some(3)] {
-        assert_eq!(with_threads(threads, || common_prefix_len_csr(&Raw::U32(&av), &ao, &Raw::U32(&bv), &bo)).unwrap(), want);
+        assert_eq!(
+            with_threads(threads, || common_prefix_len_csr(&Raw::U32(&av), &ao, &Raw::U32(&bv), &bo)).unwrap(),
+            want
+        );
         assert_eq!(with_threads(threads, || common_prefix_len_pairs(&ar, &br)).unwrap(), want);
     }
 }

@@ -196,7 +196,10 @@ impl TokenBuffer {
         let undo: Vec<(usize, usize, Bound<'py, PyBytes>)> =
             undo.iter().map(|u| (u.tag, u.pos, PyBytes::new(py, &to_bytes(&u.removed)))).collect();
         let state = (PyBytes::new(py, &ids), cps, undo);
-        PyTuple::new(py, [slf.get_type().into_any(), PyTuple::empty(py).into_any(), state.into_pyobject(py)?.into_any()])
+        PyTuple::new(
+            py,
+            [slf.get_type().into_any(), PyTuple::empty(py).into_any(), state.into_pyobject(py)?.into_any()],
+        )
     }
 
     fn __setstate__(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {

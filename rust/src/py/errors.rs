@@ -1,8 +1,8 @@
 //! Python exceptions raised by the bindings. All subclass `ValueError`.
 
+use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::create_exception;
 
 use crate::batch::{BatchError, Side};
 use crate::error::{BufferError, IdError, PrefixMismatch};

@@ -19,7 +19,9 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::IntoPyDict;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple,
+};
 
 use super::errors::input_error;
 use crate::ids::Raw;
@@ -151,7 +153,10 @@ fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult
                 py,
                 argument,
                 None,
-                &format!("expected an integer array, got dtype {}", dtype.str().map(|s| s.to_string()).unwrap_or_default()),
+                &format!(
+                    "expected an integer array, got dtype {}",
+                    dtype.str().map(|s| s.to_string()).unwrap_or_default()
+                ),
             ))
         }
     };
@@ -246,15 +251,13 @@ fn item_id(item: &Bound<'_, PyAny>, argument: &str, pos: usize) -> PyResult<u32>
     }
     match item.extract::<i64>() {
         Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => Ok(v as u32),
-        Ok(v) if v < 0 => Err(bad(&format!(
-            "token id at position {pos} is negative ({v}); ids must be in [0, 2**32-1]"
-        ))),
-        Ok(v) => Err(bad(&format!(
-            "token id at position {pos} is too large ({v}); ids must be in [0, 2**32-1]"
-        ))),
-        Err(_) if item.is_instance_of::<PyInt>() => Err(bad(&format!(
-            "token id at position {pos} is out of range ({item}); ids must be in [0, 2**32-1]"
-        ))),
+        Ok(v) if v < 0 => {
+            Err(bad(&format!("token id at position {pos} is negative ({v}); ids must be in [0, 2**32-1]")))
+        }
+        Ok(v) => Err(bad(&format!("token id at position {pos} is too large ({v}); ids must be in [0, 2**32-1]"))),
+        Err(_) if item.is_instance_of::<PyInt>() => {
+            Err(bad(&format!("token id at position {pos} is out of range ({item}); ids must be in [0, 2**32-1]")))
+        }
         Err(_) => Err(bad(&format!(
             "token id at position {pos} is a {}, not an int",
             item.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
@@ -262,7 +265,11 @@ fn item_id(item: &Bound<'_, PyAny>, argument: &str, pos: usize) -> PyResult<u32>
     }
 }
 
-fn walk<'py>(items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>, hint: usize, argument: &str) -> PyResult<Vec<u32>> {
+fn walk<'py>(
+    items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    hint: usize,
+    argument: &str,
+) -> PyResult<Vec<u32>> {
     let mut out = Vec::with_capacity(hint);
     for (pos, item) in items.enumerate() {
         out.push(item_id(&item?, argument, pos)?);
@@ -338,7 +345,12 @@ pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<
             .ok_or_else(|| input_error(py, argument, None, "array could not be made contiguous"));
     }
     if obj.is_instance_of::<PyString>() {
-        return Err(input_error(py, argument, None, "expected token ids, got a str (encode it with the tokenizer first)"));
+        return Err(input_error(
+            py,
+            argument,
+            None,
+            "expected token ids, got a str (encode it with the tokenizer first)",
+        ));
     }
     if obj.is_none() {
         return Err(input_error(py, argument, None, "expected token ids, got None"));

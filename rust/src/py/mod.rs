@@ -10,7 +10,7 @@ mod buffer;
 mod errors;
 mod input;
 
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods, PyArrayDescrMethods};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyList, PySet, PySlice};
@@ -64,7 +64,12 @@ fn common_prefix_len(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>)
 /// The TITO prefix check; raises `PrefixMismatchError` on failure.
 #[pyfunction]
 #[pyo3(signature = (stored, new, *, max_trim_tokens = 0))]
-fn check_prefix(py: Python<'_>, stored: &Bound<'_, PyAny>, new: &Bound<'_, PyAny>, max_trim_tokens: i64) -> PyResult<()> {
+fn check_prefix(
+    py: Python<'_>,
+    stored: &Bound<'_, PyAny>,
+    new: &Bound<'_, PyAny>,
+    max_trim_tokens: i64,
+) -> PyResult<()> {
     let Ok(max_trim) = usize::try_from(max_trim_tokens) else {
         return Err(PyValueError::new_err(format!("max_trim_tokens must be >= 0, got {max_trim_tokens}")));
     };
@@ -84,9 +89,7 @@ fn check_prefix(py: Python<'_>, stored: &Bound<'_, PyAny>, new: &Bound<'_, PyAny
 /// Extract a sequence of token sequences, each named `name[i]` in errors.
 fn extract_seqs<'py>(seqs: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Holder<'py>>> {
     let py = seqs.py();
-    let iter = seqs
-        .try_iter()
-        .map_err(|_| input_error(py, name, None, "expected a sequence of token sequences"))?;
+    let iter = seqs.try_iter().map_err(|_| input_error(py, name, None, "expected a sequence of token sequences"))?;
     let mut out = Vec::with_capacity(seqs.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         out.push(extract(&item?, &format!("{name}[{i}]"))?);
@@ -162,7 +165,11 @@ fn common_prefix_len_csr<'py>(
             py,
             "b_offsets",
             None,
-            &format!("describes {} rows but a_offsets describes {}", bo.len().saturating_sub(1), ao.len().saturating_sub(1)),
+            &format!(
+                "describes {} rows but a_offsets describes {}",
+                bo.len().saturating_sub(1),
+                ao.len().saturating_sub(1)
+            ),
         ));
     }
     let (rav, rbv) = (hav.raw(), hbv.raw());
@@ -212,7 +219,11 @@ fn slice_like<'py>(obj: &Bound<'py, PyAny>, n: usize, ids: &[u32]) -> PyResult<B
 /// sequence as `ids` (a list for a list, a view for a numpy array).
 #[pyfunction]
 #[pyo3(signature = (ids, trim_ids))]
-fn trim_trailing<'py>(py: Python<'py>, ids: &Bound<'py, PyAny>, trim_ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+fn trim_trailing<'py>(
+    py: Python<'py>,
+    ids: &Bound<'py, PyAny>,
+    trim_ids: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let trim = extract_id_set(Some(trim_ids), "trim_ids")?;
     let h = extract(ids, "ids")?;
     let r = h.raw();
@@ -232,7 +243,12 @@ fn extract_append_after(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32,
         Err(_) => Vec::new(),
     };
     if items.len() != 2 {
-        return Err(input_error(py, "append_after", None, "expected a pair (X, Y): append Y when the prefix ends with X"));
+        return Err(input_error(
+            py,
+            "append_after",
+            None,
+            "expected a pair (X, Y): append Y when the prefix ends with X",
+        ));
     }
     let x = extract(PyList::new(py, [&items[0]])?.as_any(), "append_after")?;
     let x = x.raw().normalize().map_err(|e| id_error(py, "append_after", &e))?[0];
@@ -247,13 +263,23 @@ fn extract_append_after(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32,
 }
 
 /// Ids as a numpy array of `dtype` (one of int32/int64/uint32/uint64).
-fn ids_to_numpy<'py>(py: Python<'py>, ids: Vec<u32>, like: &Bound<'py, PyUntypedArray>, origin: impl Fn(usize) -> (&'static str, usize)) -> PyResult<Bound<'py, PyAny>> {
+fn ids_to_numpy<'py>(
+    py: Python<'py>,
+    ids: Vec<u32>,
+    like: &Bound<'py, PyUntypedArray>,
+    origin: impl Fn(usize) -> (&'static str, usize),
+) -> PyResult<Bound<'py, PyAny>> {
     let dtype = like.dtype();
     let is = |t: Bound<'py, numpy::PyArrayDescr>| dtype.is_equiv_to(&t);
     if is(numpy::dtype::<i32>(py)) {
         if let Some(pos) = ids.iter().position(|&x| x > i32::MAX as u32) {
             let (arg, at) = origin(pos);
-            return Err(input_error(py, arg, Some(at), &format!("token id {} at position {at} does not fit the prefix's int32 dtype", ids[pos])));
+            return Err(input_error(
+                py,
+                arg,
+                Some(at),
+                &format!("token id {} at position {at} does not fit the prefix's int32 dtype", ids[pos]),
+            ));
         }
         let v: Vec<i32> = ids.into_iter().map(|x| x as i32).collect();
         return Ok(PyArray1::from_vec(py, v).into_any());
@@ -312,7 +338,11 @@ fn merge_tokens<'py>(
     }
     if let Ok(arr) = prefix.cast::<PyUntypedArray>() {
         return ids_to_numpy(py, merged, arr, |pos| {
-            if pos < keep + extra { ("append_after", pos - keep) } else { ("incremental", pos - keep - extra) }
+            if pos < keep + extra {
+                ("append_after", pos - keep)
+            } else {
+                ("incremental", pos - keep - extra)
+            }
         });
     }
     Ok(PyList::new(py, merged)?.into_any())
