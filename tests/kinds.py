@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+import tito_fast
+
 MAX_ID = 2**32 - 1
 
 
@@ -70,4 +72,5 @@ KINDS: dict[str, tuple[Callable[[list[int]], Any], int]] = {
     "array_q": (_array_q, MAX_ID),
     "memoryview_I": (_memoryview, MAX_ID),
     "iterator": (_range_like, MAX_ID),
+    "token_buffer": (tito_fast.TokenBuffer, MAX_ID),
 }

@@ -95,10 +95,12 @@ def _ticks_during(fn) -> int:  # type: ignore[no-untyped-def]
 
 def test_gil_is_released_during_large_calls() -> None:
     a = np.zeros(64_000_000, dtype=np.int32)
-    b = list(range(3_000_000))
-    # Control: walking a Python list must hold the GIL, and the probe sees it.
-    assert _ticks_during(lambda: tito_fast.common_prefix_len(b, b[:1])) == 0
-    # The kernel on arrays runs detached: the other thread keeps running.
+    b = list(range(3_000_000, 0, -1))
+    # Control: C code that holds the GIL for a long time shows no ticks, so
+    # the probe can tell holding from releasing.
+    assert _ticks_during(lambda: sorted(b)) == 0
+    # The kernels on arrays run detached: the other thread keeps running.
     assert _ticks_during(lambda: [tito_fast.common_prefix_len(a, a) for _ in range(3)]) > 0
     csr_off = np.array([0, len(a) // 2, len(a)])
-    assert _ticks_during(lambda: tito_fast.common_prefix_len_csr(a, csr_off, a, csr_off)) > 0
+    assert _ticks_during(lambda: [tito_fast.common_prefix_len_csr(a, csr_off, a, csr_off) for _ in range(3)]) > 0
+    assert _ticks_during(lambda: [tito_fast.check_prefix(a, a) for _ in range(3)]) > 0

@@ -3,8 +3,9 @@
 Token ids (`_TokenIds`) may be a list or tuple of ints, a 1-D numpy array of
 any integer dtype (borrowed without a copy when contiguous), any 1-D
 contiguous buffer of integers (`array.array`, `memoryview`, `bytes`), an
-object with `__array__` (torch CPU tensors, pyarrow arrays), or another
-iterable of ints such as `range`. Every id must lie in [0, 2**32-1].
+object with `__array__` (torch CPU tensors, pyarrow arrays), a
+`TokenBuffer` (read in place), or another iterable of ints such as `range`.
+Every id must lie in [0, 2**32-1].
 """
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ __all__ = [
     "DETACH_MIN",
 ]
 
-_TokenIds: TypeAlias = Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | Iterable[SupportsIndex]
+_TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
 _S = TypeVar("_S")
 
 __version__: Final[str]
@@ -250,6 +251,8 @@ class TokenBuffer:
         """Bytes owned by the buffer: id capacity, checkpoints and undo records."""
     def to_list(self) -> list[int]:
         """The ids as a new list."""
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        """`np.asarray(buf)` is the same zero-copy view as `to_numpy()`."""
     def to_numpy(self) -> npt.NDArray[np.uint32]:
         """The ids as a read-only uint32 array that shares the buffer's memory.
 

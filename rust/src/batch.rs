@@ -43,8 +43,8 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
     Ok(p)
 }
 
-/// Run `f` on `threads` threads: `None` uses rayon's global pool (one thread
-/// per core), `Some(1)` runs on the calling thread.
+/// Run `f` with `threads` worker threads: `None` uses rayon's global pool
+/// (one thread per core); `Some(n)` a pool of `n` threads, kept for reuse.
 pub fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
     match threads {
         None => f(),

@@ -40,6 +40,11 @@ impl TokenBuffer {
         py.detach(|| f(&mut lock(&self.inner)))
     }
 
+    /// The current ids, shared (see [`Core::snapshot`]).
+    pub(crate) fn snapshot(&self, py: Python<'_>) -> Arc<Vec<u32>> {
+        self.with(py, |b| b.snapshot())
+    }
+
     /// Validated ids of a Python argument (validation runs detached).
     fn ids_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u32>> {
         let h = extract(obj, name)?;
@@ -171,6 +176,25 @@ impl TokenBuffer {
         let arr = unsafe { PyArray1::borrow_from_array(&view, view_owner.into_any()) };
         arr.call_method("setflags", (), Some(&[("write", false)].into_py_dict(py)?))?;
         Ok(arr)
+    }
+
+    /// numpy's conversion hook: `np.asarray(buf)` is the zero-copy view.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        &self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arr = self.to_numpy(py)?.into_any();
+        match (dtype.filter(|d| !d.is_none()), copy) {
+            (Some(d), Some(false)) if !arr.getattr("dtype")?.eq(d)? => Err(pyo3::exceptions::PyValueError::new_err(
+                "TokenBuffer holds uint32 ids; another dtype needs a copy (copy=False was given)",
+            )),
+            (Some(d), _) => arr.call_method1("astype", (d,)),
+            (None, Some(true)) => arr.call_method0("copy"),
+            (None, _) => Ok(arr),
+        }
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

@@ -4,7 +4,7 @@
 //! array of any integer dtype (borrowed without a copy when contiguous), any
 //! 1-D C-contiguous buffer of integers (`array.array`, `memoryview`, ...),
 //! objects with `__array__` (torch CPU tensors, pyarrow arrays), and other
-//! iterables of ints such as `range`. Rejected with `TokenInputError`: bools,
+//! iterables of ints such as `range`, and `TokenBuffer`s (a zero-copy snapshot). Rejected with `TokenInputError`: bools,
 //! floats, None, strings, dicts and sets, arrays of more than one dimension,
 //! and ids outside [0, 2**32-1].
 //!
@@ -48,6 +48,8 @@ pub(crate) enum Holder<'py> {
     /// A C-contiguous, aligned, native-order numpy array of integers.
     Array(Bound<'py, PyUntypedArray>, Width),
     Buffer(PyUntypedBuffer, Width),
+    /// A `TokenBuffer` snapshot: shared, never written again.
+    Shared(std::sync::Arc<Vec<u32>>),
     Owned(Vec<u32>),
 }
 
@@ -67,6 +69,7 @@ impl Holder<'_> {
                 // lasts as long as the `PyUntypedBuffer`.
                 unsafe { typed_slice(b.buf_ptr().cast(), b.item_count(), *w) }
             }
+            Holder::Shared(v) => Raw::U32(v),
             Holder::Owned(v) => Raw::U32(v),
         }
     }
@@ -325,6 +328,9 @@ pub(crate) fn extract<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<
     let py = obj.py();
     if let Ok(list) = obj.cast::<PyList>() {
         return walk_list(list, argument).map(Holder::Owned);
+    }
+    if let Ok(buf) = obj.cast::<super::buffer::TokenBuffer>() {
+        return Ok(Holder::Shared(buf.get().snapshot(py)));
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
         return walk(tuple.iter().map(Ok), tuple.len(), argument).map(Holder::Owned);
