@@ -30,6 +30,7 @@ from tito_fast._core import (
     merge_tokens,
     trim_trailing,
 )
+from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator
 
 __all__ = [
     "PrefixMismatchError",
@@ -44,4 +45,8 @@ __all__ = [
     "common_prefix_len_csr",
     "merge_tokens",
     "trim_trailing",
+    "Mismatch",
+    "MismatchType",
+    "Segment",
+    "TokenSeqComparator",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "__version__",
     "build_profile",
     "DETACH_MIN",
+    "Segmenter",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -267,3 +268,37 @@ class TokenBuffer:
     def __eq__(self, other: object, /) -> bool: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
     def __setstate__(self, state: tuple[bytes, list[int], list[tuple[int, int, bytes]]], /) -> None: ...
+
+@final
+class Segmenter:
+    """Segmentation at boundary ids and alignment of two sequences' segments (the comparator's core).
+
+    Example:
+        >>> import tito_fast
+        >>> seg = tito_fast._core.Segmenter({9})
+        >>> starts, special = seg.segment([9, 1, 2, 9])
+        >>> starts.tolist(), special.tolist()
+        ([0, 1, 3, 4], [True, False, True])
+    """
+
+    def __new__(cls, boundary_ids: Iterable[SupportsIndex]) -> Self: ...
+    @property
+    def boundary_ids(self) -> list[int]:
+        """The boundary ids, sorted."""
+    def segment(self, ids: _TokenIds) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """`(starts, special)`: segment i is `ids[starts[i]:starts[i+1]]`, special or content."""
+    def align(
+        self, expected: _TokenIds, actual: _TokenIds, trim_ids: Iterable[SupportsIndex] | None = None
+    ) -> tuple[
+        str,
+        npt.NDArray[np.int64],
+        tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+        tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+    ]:
+        """Trim both tails, segment both and align them.
+
+        Returns `(kind, differing, expected_segments, actual_segments)`: kind is
+        "aligned", "count" (segment counts differ) or "pattern" (special/content
+        pattern differs); `differing` lists aligned pairs whose ids differ.
+        """
+    def __reduce__(self) -> tuple[Any, ...]: ...

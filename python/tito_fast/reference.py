@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -146,3 +147,83 @@ class ListTrajectory:
     @property
     def checkpoints(self) -> list[int]:
         return [len(c) for c in self.copies]
+
+
+class ReferenceComparator:
+    """The comparator of the reference semantics, the slow obvious way.
+
+    Every segment of both sequences is decoded and compared as text, as the
+    reference does; the fast `TokenSeqComparator` must give the same
+    `to_dict()` lists. Mismatch objects are shared with the fast path.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        assistant_start_str: str | None,
+        special_token_ids: Collection[int] | None = None,
+        trim_trailing_ids: Collection[int] | None = None,
+    ) -> None:
+        from tito_fast.comparator import TokenSeqComparator
+
+        self.tokenizer = tokenizer
+        self.boundary = (
+            set(special_token_ids) if special_token_ids is not None else TokenSeqComparator.collect_special_ids(tokenizer)
+        )
+        self.assistant_start_str = assistant_start_str
+        self.trim = set(trim_trailing_ids or ())
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def segments(self, ids: Sequence[int]) -> list[tuple[list[int], bool]]:
+        out: list[tuple[list[int], bool]] = []
+        run: list[int] = []
+        for t in ids:
+            if t in self.boundary:
+                if run:
+                    out.append((run, False))
+                    run = []
+                out.append(([t], True))
+            else:
+                run.append(t)
+        if run:
+            out.append((run, False))
+        return out
+
+    def is_assistant(self, segs: list[tuple[list[int], bool]], i: int) -> bool:
+        if self.assistant_start_str is None or segs[i][1] or i == 0 or not segs[i - 1][1]:
+            return False
+        return (self.decode(segs[i - 1][0]) + self.decode(segs[i][0][:20])).startswith(self.assistant_start_str)
+
+    def describe(self, segs: list[tuple[list[int], bool]]) -> str:
+        return " ".join(f"[{self.decode(ids)}]" if special else f"({len(ids)} tokens)" for ids, special in segs)
+
+    def compare(
+        self, expected: Sequence[int], actual: Sequence[int], trim_trailing_ids: Collection[int] | None = None
+    ) -> list[dict[str, Any]]:
+        """The mismatch list as dicts (`type`, `segment_index`, texts, `detail`)."""
+        trim = self.trim | set(trim_trailing_ids or ())
+        e = self.segments(trim_trailing(expected, trim))
+        a = self.segments(trim_trailing(actual, trim))
+
+        def item(kind: str, idx: int, et: str, at: str, detail: str = "") -> dict[str, Any]:
+            return {"type": kind, "segment_index": idx, "expected_text": et, "actual_text": at, "detail": detail}
+
+        if len(e) != len(a):
+            detail = f"segment count differs: expected {len(e)}, got {len(a)}"
+            return [item("special_token_count", -1, self.describe(e), self.describe(a), detail)]
+        if [s for _, s in e] != [s for _, s in a]:
+            detail = "segment structure (special/content pattern) differs"
+            return [item("special_token_count", -1, self.describe(e), self.describe(a), detail)]
+        out = []
+        for i, ((eids, special), (aids, _)) in enumerate(zip(e, a)):
+            both_assistant = self.is_assistant(e, i) and self.is_assistant(a, i)
+            if special:
+                if eids != aids:
+                    out.append(item("special_token_type", i, self.decode(eids), self.decode(aids)))
+                continue
+            et, at = self.decode(eids), self.decode(aids)
+            if et != at:
+                out.append(item("assistant_text" if both_assistant else "non_assistant_text", i, et, at))
+        return out

@@ -17,6 +17,7 @@ pub mod error;
 pub mod ids;
 pub mod merge;
 pub mod prefix;
+pub mod segment;
 
 #[cfg(feature = "python")]
 mod py;

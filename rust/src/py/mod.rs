@@ -9,6 +9,7 @@
 mod buffer;
 mod errors;
 mod input;
+mod segment;
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -362,6 +363,8 @@ mod _core {
     use super::common_prefix_len_csr;
     #[pymodule_export]
     use super::merge_tokens;
+    #[pymodule_export]
+    use super::segment::Segmenter;
     #[pymodule_export]
     use super::trim_trailing;
 

@@ -1,0 +1,211 @@
+"""TokenSeqComparator: a drop-in for the Miles comparator, same results, ids first.
+
+Segmentation at boundary ids and the structural check run in Rust; aligned
+segments are compared by ids first, and only segments whose ids differ are
+decoded (identical segments decode identically, so the result is the same
+as decoding everything, as the reference does). Texts are decoded only for
+what is reported.
+
+Example:
+    >>> from tito_fast.comparator import TokenSeqComparator
+    >>> from tito_fast import fixtures
+    >>> tok = fixtures.load_tokenizer("qwen3")  # doctest: +SKIP
+    >>> cmp = TokenSeqComparator(tok, "<|im_start|>assistant")  # doctest: +SKIP
+    >>> ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)  # doctest: +SKIP
+    >>> cmp.compare_sequences(tok.encode(ids), tok.encode(ids))  # doctest: +SKIP
+    []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from tito_fast._core import Segmenter, TokenBuffer
+
+#: Ids decoded to describe an assistant segment's start (the reference's choice).
+ASSISTANT_PROBE_IDS = 20
+
+
+@dataclass
+class Segment:
+    """A run of ids: one boundary (special) id, or a maximal run of other ids."""
+
+    token_ids: list[int] = field(default_factory=list)
+    is_special: bool = False
+
+
+class MismatchType(Enum):
+    """The reference's four kinds of difference."""
+
+    SPECIAL_TOKEN_COUNT = "special_token_count"
+    SPECIAL_TOKEN_TYPE = "special_token_type"
+    NON_ASSISTANT_TEXT = "non_assistant_text"
+    ASSISTANT_TEXT = "assistant_text"
+
+
+@dataclass
+class Mismatch:
+    """One difference between an expected and an actual id sequence."""
+
+    type: MismatchType
+    segment_index: int
+    expected_text: str
+    actual_text: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference's dict form: type, segment_index, expected_text, actual_text, detail."""
+        return {
+            "type": self.type.value,
+            "segment_index": self.segment_index,
+            "expected_text": self.expected_text,
+            "actual_text": self.actual_text,
+            "detail": self.detail,
+        }
+
+
+def _sliceable(ids: Any) -> Any:
+    """Ids in a form that can be sliced more than once (iterators are consumed)."""
+    if isinstance(ids, (list, tuple, np.ndarray, TokenBuffer)):
+        return ids
+    return list(ids)
+
+
+def _to_list(ids: Any) -> list[int]:
+    if isinstance(ids, list):
+        return ids
+    if isinstance(ids, np.ndarray):
+        return [int(x) for x in ids.tolist()]
+    return [int(x) for x in ids]
+
+
+class TokenSeqComparator:
+    """Segment id sequences at special tokens and compare them, as the reference does.
+
+    Args:
+        tokenizer: a transformers tokenizer (anything with `decode`,
+            `all_special_ids` and `added_tokens_decoder`).
+        assistant_start_str: decoded text that starts assistant content, e.g.
+            `"<|im_start|>assistant"`; None labels every text difference
+            non-assistant.
+        special_token_ids: boundary ids; None detects them (`collect_special_ids`).
+        trim_trailing_ids: ids stripped from both tails before comparing,
+            united with those given to `compare_sequences`.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        assistant_start_str: str | None,
+        special_token_ids: Iterable[int] | None = None,
+        trim_trailing_ids: Iterable[int] | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        ids = set(special_token_ids) if special_token_ids is not None else self.collect_special_ids(tokenizer)
+        self._special_ids = ids
+        self._segmenter = Segmenter(ids)
+        self._assistant_start_str = assistant_start_str
+        self._trim_trailing_ids: set[int] | None = set(trim_trailing_ids) if trim_trailing_ids else None
+        self._special_text: dict[int, str] = {}
+
+    @staticmethod
+    def collect_special_ids(tokenizer: Any) -> set[int]:
+        """`all_special_ids` plus every added token flagged `special=True`.
+
+        Tokens like `<think>` are usually not special, so they are not boundaries.
+        """
+        ids = set(tokenizer.all_special_ids)
+        decoder = getattr(tokenizer, "added_tokens_decoder", None)
+        if decoder:
+            ids |= {k for k, v in decoder.items() if v.special}
+        return ids
+
+    def segment_by_special_tokens(self, token_ids: Sequence[int] | Any) -> list[Segment]:
+        """Split ids into segments: each special id alone, each run of others together."""
+        ids = _sliceable(token_ids)
+        starts, special = self._segmenter.segment(ids)
+        return [
+            Segment(_to_list(ids[starts[i] : starts[i + 1]]), bool(special[i])) for i in range(len(special))
+        ]
+
+    def compare_sequences(
+        self,
+        expected_ids: Sequence[int] | Any,
+        actual_ids: Sequence[int] | Any,
+        trim_trailing_ids: Iterable[int] | None = None,
+    ) -> list[Mismatch]:
+        """The reference's mismatch list for two id sequences.
+
+        Args:
+            expected_ids: the canonical ids (a fresh chat-template render).
+            actual_ids: the ids the session accumulated.
+            trim_trailing_ids: more ids to strip from both tails, united with
+                the constructor's.
+        """
+        trim = set(self._trim_trailing_ids or ())
+        if trim_trailing_ids:
+            trim |= set(trim_trailing_ids)
+        exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
+        kind, differing, (e_starts, e_special), (a_starts, a_special) = self._segmenter.align(exp, act, trim)
+        e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
+        if kind != "aligned":
+            if kind == "count":
+                detail = f"segment count differs: expected {len(e_special)}, got {len(a_special)}"
+            else:
+                detail = "segment structure (special/content pattern) differs"
+            return [
+                Mismatch(
+                    MismatchType.SPECIAL_TOKEN_COUNT,
+                    -1,
+                    self._describe(exp, e_starts, e_special),
+                    self._describe(act, a_starts, a_special),
+                    detail,
+                )
+            ]
+        out: list[Mismatch] = []
+        for idx in differing.tolist():
+            e_ids = _to_list(exp[e_starts[idx] : e_starts[idx + 1]])
+            a_ids = _to_list(act[a_starts[idx] : a_starts[idx + 1]])
+            if e_special[idx]:
+                out.append(Mismatch(MismatchType.SPECIAL_TOKEN_TYPE, idx, self._decode(e_ids), self._decode(a_ids)))
+                continue
+            e_text, a_text = self._decode(e_ids), self._decode(a_ids)
+            if e_text == a_text:
+                continue  # same text, other ids: the reference does not report it
+            assistant = self._is_assistant(exp, e_starts, e_special, idx) and self._is_assistant(
+                act, a_starts, a_special, idx
+            )
+            kind_ = MismatchType.ASSISTANT_TEXT if assistant else MismatchType.NON_ASSISTANT_TEXT
+            out.append(Mismatch(kind_, idx, e_text, a_text))
+        return out
+
+    def _decode(self, ids: list[int]) -> str:
+        if len(ids) == 1:
+            text = self._special_text.get(ids[0])
+            if text is None:
+                text = self._special_text[ids[0]] = self.tokenizer.decode(ids, skip_special_tokens=False)
+            return text
+        return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def _is_assistant(self, ids: Any, starts: list[int], special: Any, idx: int) -> bool:
+        """The reference's test: previous special + first ids start with the assistant marker."""
+        if self._assistant_start_str is None or special[idx] or idx == 0 or not special[idx - 1]:
+            return False
+        prev = self._decode(_to_list(ids[starts[idx - 1] : starts[idx]]))
+        head_end = min(starts[idx] + ASSISTANT_PROBE_IDS, starts[idx + 1])
+        head = self._decode(_to_list(ids[starts[idx] : head_end]))
+        return (prev + head).startswith(self._assistant_start_str)
+
+    def _describe(self, ids: Any, starts: list[int], special: Any) -> str:
+        parts = []
+        for i in range(len(special)):
+            if special[i]:
+                parts.append(f"[{self._decode(_to_list(ids[starts[i] : starts[i + 1]]))}]")
+            else:
+                parts.append(f"({starts[i + 1] - starts[i]} tokens)")
+        return " ".join(parts)
