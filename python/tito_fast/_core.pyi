@@ -281,10 +281,21 @@ class Segmenter:
         ([0, 1, 3, 4], [True, False, True])
     """
 
-    def __new__(cls, boundary_ids: Iterable[SupportsIndex]) -> Self: ...
+    def __new__(
+        cls,
+        boundary_ids: Iterable[SupportsIndex],
+        byte_offsets: _TokenIds | None = None,
+        byte_blob: bytes | None = None,
+        added_ids: Iterable[SupportsIndex] | None = None,
+    ) -> Self: ...
     @property
     def boundary_ids(self) -> list[int]:
         """The boundary ids, sorted."""
+    @property
+    def has_byte_table(self) -> bool:
+        """Whether a byte table (id i's bytes: `byte_blob[byte_offsets[i]:byte_offsets[i+1]]`) was given."""
+    def text_bytes(self, ids: _TokenIds) -> bytes | None:
+        """The UTF-8 text of `ids` from the byte table; None when it cannot tell."""
     def segment(self, ids: _TokenIds) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """`(starts, special)`: segment i is `ids[starts[i]:starts[i+1]]`, special or content."""
     def align(
@@ -292,13 +303,16 @@ class Segmenter:
     ) -> tuple[
         str,
         npt.NDArray[np.int64],
+        npt.NDArray[np.int8],
         tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
         tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
     ]:
         """Trim both tails, segment both and align them.
 
-        Returns `(kind, differing, expected_segments, actual_segments)`: kind is
-        "aligned", "count" (segment counts differ) or "pattern" (special/content
-        pattern differs); `differing` lists aligned pairs whose ids differ.
+        Returns `(kind, differing, same_text, expected_segments, actual_segments)`:
+        kind is "aligned", "count" (segment counts differ) or "pattern"
+        (special/content pattern differs); `differing` lists aligned pairs whose
+        ids differ; `same_text[i]` is 1 when the byte table proves pair
+        `differing[i]` has equal texts, 0 when different, -1 when unknown.
         """
     def __reduce__(self) -> tuple[Any, ...]: ...

@@ -1,10 +1,10 @@
 """TokenSeqComparator: a drop-in for the Miles comparator, same results, ids first.
 
 Segmentation at boundary ids and the structural check run in Rust; aligned
-segments are compared by ids first, and only segments whose ids differ are
-decoded (identical segments decode identically, so the result is the same
-as decoding everything, as the reference does). Texts are decoded only for
-what is reported.
+segments are compared by ids first (identical ids decode identically), then
+by bytes from the tokenizer's checked byte table (`tito_fast.vocab`), and
+decoded only when the table cannot decide. Texts are decoded only for what
+is reported, so the result equals the reference's, which decodes everything.
 
 Example:
     >>> from tito_fast.comparator import TokenSeqComparator
@@ -69,6 +69,16 @@ class Mismatch:
         }
 
 
+def _vocab_of(tokenizer: Any) -> Any:
+    """The tokenizer's byte table, or None when it has no fast backend."""
+    from tito_fast.vocab import Vocab
+
+    try:
+        return Vocab.from_tokenizer(tokenizer)
+    except TypeError:
+        return None
+
+
 def _sliceable(ids: Any) -> Any:
     """Ids in a form that can be sliced more than once (iterators are consumed)."""
     if isinstance(ids, (list, tuple, np.ndarray, TokenBuffer)):
@@ -108,7 +118,8 @@ class TokenSeqComparator:
         self.tokenizer = tokenizer
         ids = set(special_token_ids) if special_token_ids is not None else self.collect_special_ids(tokenizer)
         self._special_ids = ids
-        self._segmenter = Segmenter(ids)
+        self.vocab = _vocab_of(tokenizer)
+        self._segmenter = self.vocab.segmenter(frozenset(ids)) if self.vocab is not None else Segmenter(ids)
         self._assistant_start_str = assistant_start_str
         self._trim_trailing_ids: set[int] | None = set(trim_trailing_ids) if trim_trailing_ids else None
         self._special_text: dict[int, str] = {}
@@ -151,7 +162,7 @@ class TokenSeqComparator:
         if trim_trailing_ids:
             trim |= set(trim_trailing_ids)
         exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
-        kind, differing, (e_starts, e_special), (a_starts, a_special) = self._segmenter.align(exp, act, trim)
+        kind, differing, same, (e_starts, e_special), (a_starts, a_special) = self._segmenter.align(exp, act, trim)
         e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
         if kind != "aligned":
             if kind == "count":
@@ -168,7 +179,9 @@ class TokenSeqComparator:
                 )
             ]
         out: list[Mismatch] = []
-        for idx in differing.tolist():
+        for idx, same_text in zip(differing.tolist(), same.tolist()):
+            if same_text == 1:
+                continue  # same text, other ids (the byte table proved it): not reported
             e_ids = _to_list(exp[e_starts[idx] : e_starts[idx + 1]])
             a_ids = _to_list(act[a_starts[idx] : a_starts[idx + 1]])
             if e_special[idx]:

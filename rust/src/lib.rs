@@ -18,6 +18,7 @@ pub mod ids;
 pub mod merge;
 pub mod prefix;
 pub mod segment;
+pub mod vocab;
 
 #[cfg(feature = "python")]
 mod py;

@@ -2,19 +2,23 @@
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 
-use super::errors::id_error;
+use super::errors::{id_error, input_error};
 use super::input::extract;
 use super::{extract_id_set, run};
 use crate::merge::trimmed_len;
 use crate::segment::{align, segment, Alignment, IdSet, Segment};
+use crate::vocab::ByteTable;
 
-/// Segments a sequence at boundary ids and aligns two sequences' segments.
+/// Segments a sequence at boundary ids and aligns two sequences' segments;
+/// with a byte table it also decides most content comparisons without
+/// decoding.
 #[pyclass(frozen, module = "tito_fast._core")]
 pub struct Segmenter {
     boundary: IdSet,
     ids: Vec<u32>,
+    table: Option<(ByteTable, Vec<u32>, Vec<u8>, Vec<u32>)>,
 }
 
 fn bounds<'py>(
@@ -31,9 +35,43 @@ fn bounds<'py>(
 #[pymethods]
 impl Segmenter {
     #[new]
-    fn new(boundary_ids: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (boundary_ids, byte_offsets = None, byte_blob = None, added_ids = None))]
+    fn new(
+        boundary_ids: &Bound<'_, PyAny>,
+        byte_offsets: Option<&Bound<'_, PyAny>>,
+        byte_blob: Option<Vec<u8>>,
+        added_ids: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let py = boundary_ids.py();
         let ids = extract_id_set(Some(boundary_ids), "boundary_ids")?;
-        Ok(Self { boundary: IdSet::new(&ids), ids })
+        let table = match (byte_offsets, byte_blob) {
+            (Some(off), Some(blob)) => {
+                let h = extract(off, "byte_offsets")?;
+                let offsets = h.raw().normalize().map_err(|e| id_error(py, "byte_offsets", &e))?.into_owned();
+                let added = extract_id_set(added_ids, "added_ids")?;
+                let t = ByteTable::new(offsets.clone(), blob.clone(), &added)
+                    .map_err(|m| input_error(py, "byte_offsets", None, &m))?;
+                Some((t, offsets, blob, added))
+            }
+            (None, None) => None,
+            _ => return Err(input_error(py, "byte_blob", None, "byte_offsets and byte_blob go together")),
+        };
+        Ok(Self { boundary: IdSet::new(&ids), ids, table })
+    }
+
+    /// Whether a byte table was given.
+    #[getter]
+    fn has_byte_table(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// The UTF-8 text bytes of `ids` from the byte table, or None when the
+    /// table cannot tell (no table, an unknown id, a split character).
+    fn text_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let h = extract(ids, "ids")?;
+        let r = h.raw();
+        let ids = r.normalize().map_err(|e| id_error(py, "ids", &e))?;
+        Ok(self.table.as_ref().and_then(|(t, ..)| t.text_bytes(&ids)).map(|b| PyBytes::new(py, &b)))
     }
 
     /// The boundary ids, sorted.
@@ -54,9 +92,11 @@ impl Segmenter {
 
     /// Trim both sequences, segment and align them.
     ///
-    /// Returns `(aligned, differing, (exp_starts, exp_special), (act_starts, act_special))`
-    /// where `aligned` is "aligned", "count" or "pattern" and `differing` lists the
-    /// aligned pairs whose ids differ (empty unless aligned).
+    /// Returns `(aligned, differing, same_text, (exp_starts, exp_special), (act_starts, act_special))`
+    /// where `aligned` is "aligned", "count" or "pattern", `differing` lists the
+    /// aligned pairs whose ids differ (empty unless aligned), and `same_text`
+    /// says for each of them whether the texts are equal: 1 yes, 0 no, -1
+    /// unknown (no byte table, a special pair, or a split character).
     #[pyo3(signature = (expected, actual, trim_ids = None))]
     fn align<'py>(
         &self,
@@ -72,9 +112,28 @@ impl Segmenter {
             let e = re.normalize().map_err(|err| ("expected_ids", err))?;
             let a = ra.normalize().map_err(|err| ("actual_ids", err))?;
             let (ne, na) = (trimmed_len(&e, &trim), trimmed_len(&a, &trim));
-            Ok((align(&e[..ne], &a[..na], &self.boundary), ne, na))
+            let alignment = align(&e[..ne], &a[..na], &self.boundary);
+            let same: Vec<i8> = match (&alignment, &self.table) {
+                (Alignment::Aligned { expected: es, actual: as_, differing }, Some((t, ..))) => differing
+                    .iter()
+                    .map(|&i| {
+                        let (x, y) = (es[i], as_[i]);
+                        if x.special {
+                            return -1;
+                        }
+                        match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
+                            Some(true) => 1,
+                            Some(false) => 0,
+                            None => -1,
+                        }
+                    })
+                    .collect(),
+                (Alignment::Aligned { differing, .. }, None) => vec![-1; differing.len()],
+                _ => Vec::new(),
+            };
+            Ok((alignment, same, ne, na))
         });
-        let (alignment, ne, na) = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
+        let (alignment, same, ne, na) = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
         let (kind, differing, e, a) = match alignment {
             Alignment::Structure { expected, actual, pattern_only } => {
                 (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)
@@ -82,6 +141,7 @@ impl Segmenter {
             Alignment::Aligned { expected, actual, differing } => ("aligned", differing, expected, actual),
         };
         let differing = PyArray1::from_vec(py, differing.into_iter().map(|i| i as i64).collect::<Vec<_>>());
+        let same = PyArray1::from_vec(py, same);
         let eb = bounds(py, &e, ne);
         let ab = bounds(py, &a, na);
         PyTuple::new(
@@ -89,6 +149,7 @@ impl Segmenter {
             [
                 kind.into_pyobject(py)?.into_any(),
                 differing.into_any(),
+                same.into_any(),
                 PyTuple::new(py, [eb.0.into_any(), eb.1.into_any()])?.into_any(),
                 PyTuple::new(py, [ab.0.into_any(), ab.1.into_any()])?.into_any(),
             ],
@@ -97,7 +158,17 @@ impl Segmenter {
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
-        let args = PyTuple::new(py, [slf.get().ids.clone().into_pyobject(py)?.into_any()])?;
+        let me = slf.get();
+        let none = || py.None().into_bound(py);
+        let (off, blob, added) = match &me.table {
+            Some((_, off, blob, added)) => (
+                off.clone().into_pyobject(py)?.into_any(),
+                PyBytes::new(py, blob).into_any(),
+                added.clone().into_pyobject(py)?.into_any(),
+            ),
+            None => (none(), none(), none()),
+        };
+        let args = PyTuple::new(py, [me.ids.clone().into_pyobject(py)?.into_any(), off, blob, added])?;
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
     }
 }
