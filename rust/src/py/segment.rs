@@ -18,7 +18,15 @@ use crate::vocab::ByteTable;
 pub struct Segmenter {
     boundary: IdSet,
     ids: Vec<u32>,
-    table: Option<(ByteTable, Vec<u32>, Vec<u8>, Vec<u32>)>,
+    table: Option<Table>,
+}
+
+/// A byte table and the parts it was built from (kept for pickling).
+struct Table {
+    table: ByteTable,
+    offsets: Vec<u32>,
+    blob: Vec<u8>,
+    added: Vec<u32>,
 }
 
 fn bounds<'py>(
@@ -51,7 +59,7 @@ impl Segmenter {
                 let added = extract_id_set(added_ids, "added_ids")?;
                 let t = ByteTable::new(offsets.clone(), blob.clone(), &added)
                     .map_err(|m| input_error(py, "byte_offsets", None, &m))?;
-                Some((t, offsets, blob, added))
+                Some(Table { table: t, offsets, blob, added })
             }
             (None, None) => None,
             _ => return Err(input_error(py, "byte_blob", None, "byte_offsets and byte_blob go together")),
@@ -71,7 +79,7 @@ impl Segmenter {
         let h = extract(ids, "ids")?;
         let r = h.raw();
         let ids = r.normalize().map_err(|e| id_error(py, "ids", &e))?;
-        Ok(self.table.as_ref().and_then(|(t, ..)| t.text_bytes(&ids)).map(|b| PyBytes::new(py, &b)))
+        Ok(self.table.as_ref().and_then(|t| t.table.text_bytes(&ids)).map(|b| PyBytes::new(py, &b)))
     }
 
     /// The boundary ids, sorted.
@@ -114,20 +122,22 @@ impl Segmenter {
             let (ne, na) = (trimmed_len(&e, &trim), trimmed_len(&a, &trim));
             let alignment = align(&e[..ne], &a[..na], &self.boundary);
             let same: Vec<i8> = match (&alignment, &self.table) {
-                (Alignment::Aligned { expected: es, actual: as_, differing }, Some((t, ..))) => differing
-                    .iter()
-                    .map(|&i| {
-                        let (x, y) = (es[i], as_[i]);
-                        if x.special {
-                            return -1;
-                        }
-                        match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
-                            Some(true) => 1,
-                            Some(false) => 0,
-                            None => -1,
-                        }
-                    })
-                    .collect(),
+                (Alignment::Aligned { expected: es, actual: as_, differing }, Some(Table { table: t, .. })) => {
+                    differing
+                        .iter()
+                        .map(|&i| {
+                            let (x, y) = (es[i], as_[i]);
+                            if x.special {
+                                return -1;
+                            }
+                            match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
+                                Some(true) => 1,
+                                Some(false) => 0,
+                                None => -1,
+                            }
+                        })
+                        .collect()
+                }
                 (Alignment::Aligned { differing, .. }, None) => vec![-1; differing.len()],
                 _ => Vec::new(),
             };
@@ -161,7 +171,7 @@ impl Segmenter {
         let me = slf.get();
         let none = || py.None().into_bound(py);
         let (off, blob, added) = match &me.table {
-            Some((_, off, blob, added)) => (
+            Some(Table { offsets: off, blob, added, .. }) => (
                 off.clone().into_pyobject(py)?.into_any(),
                 PyBytes::new(py, blob).into_any(),
                 added.clone().into_pyobject(py)?.into_any(),
