@@ -146,3 +146,24 @@ def test_known_ids_and_mismatch_types() -> None:
     ids = TokenSeqComparator.collect_special_ids(tok)
     assert 151644 in ids and 151645 in ids and 151667 not in ids
     assert {m.value for m in MismatchType} == {"special_token_count", "special_token_type", "non_assistant_text", "assistant_text"}
+
+
+@pytest.mark.parametrize("family", ["qwen3", "glm47"])
+@given(data=st.data())
+def test_batch_equals_one_by_one(family: str, data: st.DataObject) -> None:
+    fast, ref = _comparators(family)
+    expected = [_session(family)] * 4
+    actual = [data.draw(perturbed(family)) for _ in range(4)]
+    threads = data.draw(st.sampled_from([None, 1, 2]))
+    got = [[m.to_dict() for m in ms] for ms in fast.compare_batch(expected, actual, threads=threads)]
+    assert got == [ref.compare(e, a) for e, a in zip(expected, actual)]
+
+
+def test_segmenter_pickles_with_its_byte_table() -> None:
+    import pickle
+
+    fast, _ = _comparators("qwen3")
+    seg = pickle.loads(pickle.dumps(fast._segmenter))
+    assert seg.has_byte_table and seg.boundary_ids == fast._segmenter.boundary_ids
+    ids = _session("qwen3")
+    assert seg.text_bytes(ids[1:5]) == fast._segmenter.text_bytes(ids[1:5])

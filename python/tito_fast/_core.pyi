@@ -315,4 +315,21 @@ class Segmenter:
         ids differ; `same_text[i]` is 1 when the byte table proves pair
         `differing[i]` has equal texts, 0 when different, -1 when unknown.
         """
+    def align_batch(
+        self,
+        expected_seqs: Iterable[_TokenIds],
+        actual_seqs: Iterable[_TokenIds],
+        trim_ids: Iterable[SupportsIndex] | None = None,
+        *,
+        threads: int | None = None,
+    ) -> list[
+        tuple[
+            str,
+            npt.NDArray[np.int64],
+            npt.NDArray[np.int8],
+            tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+            tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+        ]
+    ]:
+        """`align` over many pairs, in parallel with the GIL released."""
     def __reduce__(self) -> tuple[Any, ...]: ...

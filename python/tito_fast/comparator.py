@@ -158,11 +158,37 @@ class TokenSeqComparator:
             trim_trailing_ids: more ids to strip from both tails, united with
                 the constructor's.
         """
+        exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
+        return self._mismatches(exp, act, self._segmenter.align(exp, act, self._trim(trim_trailing_ids)))
+
+    def compare_batch(
+        self,
+        expected_seqs: Sequence[Any],
+        actual_seqs: Sequence[Any],
+        trim_trailing_ids: Iterable[int] | None = None,
+        *,
+        threads: int | None = None,
+    ) -> list[list[Mismatch]]:
+        """`compare_sequences` over many sessions: the alignment of all pairs runs in
+        parallel on `threads` (default: every core) with the GIL released.
+
+        Example:
+            >>> cmp.compare_batch([a, b], [a, b2])  # doctest: +SKIP
+            [[], [Mismatch(...)]]
+        """
+        exps = [_sliceable(x) for x in expected_seqs]
+        acts = [_sliceable(x) for x in actual_seqs]
+        aligned = self._segmenter.align_batch(exps, acts, self._trim(trim_trailing_ids), threads=threads)
+        return [self._mismatches(e, a, al) for e, a, al in zip(exps, acts, aligned)]
+
+    def _trim(self, trim_trailing_ids: Iterable[int] | None) -> set[int]:
         trim = set(self._trim_trailing_ids or ())
         if trim_trailing_ids:
             trim |= set(trim_trailing_ids)
-        exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
-        kind, differing, same, (e_starts, e_special), (a_starts, a_special) = self._segmenter.align(exp, act, trim)
+        return trim
+
+    def _mismatches(self, exp: Any, act: Any, aligned: Any) -> list[Mismatch]:
+        kind, differing, same, (e_starts, e_special), (a_starts, a_special) = aligned
         e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
         if kind != "aligned":
             if kind == "count":

@@ -37,7 +37,7 @@ fn run<T: Send>(py: Python<'_>, n: usize, f: impl FnOnce() -> T + Send) -> T {
     }
 }
 
-fn threads_arg(threads: Option<i64>) -> PyResult<Option<usize>> {
+pub(crate) fn threads_arg(threads: Option<i64>) -> PyResult<Option<usize>> {
     match threads {
         None => Ok(None),
         Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX).min(1024))),
@@ -88,7 +88,7 @@ fn check_prefix(
 }
 
 /// Extract a sequence of token sequences, each named `name[i]` in errors.
-fn extract_seqs<'py>(seqs: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Holder<'py>>> {
+pub(crate) fn extract_seqs<'py>(seqs: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Holder<'py>>> {
     let py = seqs.py();
     let iter = seqs.try_iter().map_err(|_| input_error(py, name, None, "expected a sequence of token sequences"))?;
     let mut out = Vec::with_capacity(seqs.len().unwrap_or(0));

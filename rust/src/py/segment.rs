@@ -2,7 +2,7 @@
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use super::errors::{id_error, input_error};
 use super::input::extract;
@@ -38,6 +38,62 @@ fn bounds<'py>(
     starts.push(len as i64);
     let special: Vec<bool> = segs.iter().map(|s| s.special).collect();
     (PyArray1::from_vec(py, starts), PyArray1::from_vec(py, special))
+}
+
+/// One pair's alignment, its same-text verdicts and the trimmed lengths.
+type Aligned = (Alignment, Vec<i8>, usize, usize);
+
+impl Segmenter {
+    /// Trim, segment and align two id sequences; judge differing content
+    /// pairs with the byte table when there is one.
+    fn align_ids(&self, e: &[u32], a: &[u32], trim: &[u32]) -> Aligned {
+        let (ne, na) = (trimmed_len(e, trim), trimmed_len(a, trim));
+        let (e, a) = (&e[..ne], &a[..na]);
+        let alignment = align(e, a, &self.boundary);
+        let same: Vec<i8> = match (&alignment, &self.table) {
+            (Alignment::Aligned { expected: es, actual: as_, differing }, Some(Table { table: t, .. })) => differing
+                .iter()
+                .map(|&i| {
+                    let (x, y) = (es[i], as_[i]);
+                    if x.special {
+                        return -1;
+                    }
+                    match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
+                        Some(true) => 1,
+                        Some(false) => 0,
+                        None => -1,
+                    }
+                })
+                .collect(),
+            (Alignment::Aligned { differing, .. }, None) => vec![-1; differing.len()],
+            _ => Vec::new(),
+        };
+        (alignment, same, ne, na)
+    }
+}
+
+/// The Python form of an alignment (see `Segmenter.align`).
+fn aligned_to_py(py: Python<'_>, (alignment, same, ne, na): Aligned) -> PyResult<Bound<'_, PyTuple>> {
+    let (kind, differing, e, a) = match alignment {
+        Alignment::Structure { expected, actual, pattern_only } => {
+            (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)
+        }
+        Alignment::Aligned { expected, actual, differing } => ("aligned", differing, expected, actual),
+    };
+    let differing = PyArray1::from_vec(py, differing.into_iter().map(|i| i as i64).collect::<Vec<_>>());
+    let same = PyArray1::from_vec(py, same);
+    let eb = bounds(py, &e, ne);
+    let ab = bounds(py, &a, na);
+    PyTuple::new(
+        py,
+        [
+            kind.into_pyobject(py)?.into_any(),
+            differing.into_any(),
+            same.into_any(),
+            PyTuple::new(py, [eb.0.into_any(), eb.1.into_any()])?.into_any(),
+            PyTuple::new(py, [ab.0.into_any(), ab.1.into_any()])?.into_any(),
+        ],
+    )
 }
 
 #[pymethods]
@@ -119,51 +175,57 @@ impl Segmenter {
         let result = run(py, re.len() + ra.len(), || {
             let e = re.normalize().map_err(|err| ("expected_ids", err))?;
             let a = ra.normalize().map_err(|err| ("actual_ids", err))?;
-            let (ne, na) = (trimmed_len(&e, &trim), trimmed_len(&a, &trim));
-            let alignment = align(&e[..ne], &a[..na], &self.boundary);
-            let same: Vec<i8> = match (&alignment, &self.table) {
-                (Alignment::Aligned { expected: es, actual: as_, differing }, Some(Table { table: t, .. })) => {
-                    differing
-                        .iter()
-                        .map(|&i| {
-                            let (x, y) = (es[i], as_[i]);
-                            if x.special {
-                                return -1;
-                            }
-                            match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
-                                Some(true) => 1,
-                                Some(false) => 0,
-                                None => -1,
-                            }
-                        })
-                        .collect()
-                }
-                (Alignment::Aligned { differing, .. }, None) => vec![-1; differing.len()],
-                _ => Vec::new(),
-            };
-            Ok((alignment, same, ne, na))
+            Ok(self.align_ids(&e, &a, &trim))
         });
-        let (alignment, same, ne, na) = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
-        let (kind, differing, e, a) = match alignment {
-            Alignment::Structure { expected, actual, pattern_only } => {
-                (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)
-            }
-            Alignment::Aligned { expected, actual, differing } => ("aligned", differing, expected, actual),
-        };
-        let differing = PyArray1::from_vec(py, differing.into_iter().map(|i| i as i64).collect::<Vec<_>>());
-        let same = PyArray1::from_vec(py, same);
-        let eb = bounds(py, &e, ne);
-        let ab = bounds(py, &a, na);
-        PyTuple::new(
-            py,
-            [
-                kind.into_pyobject(py)?.into_any(),
-                differing.into_any(),
-                same.into_any(),
-                PyTuple::new(py, [eb.0.into_any(), eb.1.into_any()])?.into_any(),
-                PyTuple::new(py, [ab.0.into_any(), ab.1.into_any()])?.into_any(),
-            ],
-        )
+        let aligned = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
+        aligned_to_py(py, aligned)
+    }
+
+    /// `align` over many pairs, in parallel; returns a list of `align` results.
+    #[pyo3(signature = (expected_seqs, actual_seqs, trim_ids = None, *, threads = None))]
+    fn align_batch<'py>(
+        &self,
+        py: Python<'py>,
+        expected_seqs: &Bound<'py, PyAny>,
+        actual_seqs: &Bound<'py, PyAny>,
+        trim_ids: Option<&Bound<'py, PyAny>>,
+        threads: Option<i64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let threads = super::threads_arg(threads)?;
+        let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
+        let he = super::extract_seqs(expected_seqs, "expected_seqs")?;
+        let ha = super::extract_seqs(actual_seqs, "actual_seqs")?;
+        if he.len() != ha.len() {
+            return Err(input_error(
+                py,
+                "actual_seqs",
+                None,
+                &format!("holds {} sequences but expected_seqs holds {}", ha.len(), he.len()),
+            ));
+        }
+        let re: Vec<_> = he.iter().map(|h| h.raw()).collect();
+        let ra: Vec<_> = ha.iter().map(|h| h.raw()).collect();
+        let total = re.iter().chain(&ra).map(crate::ids::Raw::len).sum();
+        let results = run(py, total, || {
+            crate::batch::with_threads(threads, || {
+                use rayon::prelude::*;
+                re.par_iter()
+                    .zip(ra.par_iter())
+                    .enumerate()
+                    .map(|(row, (x, y))| {
+                        let e = x.normalize().map_err(|err| (format!("expected_seqs[{row}]"), err))?;
+                        let a = y.normalize().map_err(|err| (format!("actual_seqs[{row}]"), err))?;
+                        Ok(self.align_ids(&e, &a, &trim))
+                    })
+                    .collect::<Vec<Result<Aligned, (String, crate::error::IdError)>>>()
+            })
+        });
+        let out = PyList::empty(py);
+        for r in results {
+            let aligned = r.map_err(|(arg, err)| id_error(py, &arg, &err))?;
+            out.append(aligned_to_py(py, aligned)?)?;
+        }
+        Ok(out)
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
