@@ -31,6 +31,8 @@ from tito_fast._core import (
     trim_trailing,
 )
 from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator
+from tito_fast.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
+from tito_fast.vocab import Vocab
 
 __all__ = [
     "PrefixMismatchError",
@@ -49,4 +51,8 @@ __all__ = [
     "MismatchType",
     "Segment",
     "TokenSeqComparator",
+    "Diagnosis",
+    "DiagnosisItem",
+    "RoleScheme",
+    "Vocab",
 ]

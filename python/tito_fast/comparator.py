@@ -106,6 +106,8 @@ class TokenSeqComparator:
         special_token_ids: boundary ids; None detects them (`collect_special_ids`).
         trim_trailing_ids: ids stripped from both tails before comparing,
             united with those given to `compare_sequences`.
+        role_scheme: how the format marks messages and roles, for
+            `diagnose` (a `tito_fast.diagnosis.RoleScheme`); None detects it.
     """
 
     def __init__(
@@ -114,8 +116,12 @@ class TokenSeqComparator:
         assistant_start_str: str | None,
         special_token_ids: Iterable[int] | None = None,
         trim_trailing_ids: Iterable[int] | None = None,
+        *,
+        role_scheme: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self._role_scheme = role_scheme
+        self._tracker: Any = None
         ids = set(special_token_ids) if special_token_ids is not None else self.collect_special_ids(tokenizer)
         self._special_ids = ids
         self.vocab = _vocab_of(tokenizer)
@@ -161,6 +167,24 @@ class TokenSeqComparator:
         exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
         return self._mismatches(exp, act, self._segmenter.align(exp, act, self._trim(trim_trailing_ids)))
 
+    def diagnose(
+        self,
+        expected_ids: Sequence[int] | Any,
+        actual_ids: Sequence[int] | Any,
+        trim_trailing_ids: Iterable[int] | None = None,
+    ) -> Any:
+        """Every difference with its role, message index and kind (a `Diagnosis`).
+
+        Roles come from the format's message markers (detected from the
+        tokenizer, or the `role_scheme` given to the constructor); the
+        reference's own mismatch list is included as `Diagnosis.reference`.
+        """
+        from tito_fast.diagnosis import RoleTracker, diagnose
+
+        if self._tracker is None:
+            self._tracker = RoleTracker(self.tokenizer, self._role_scheme)
+        return diagnose(self, self._tracker, expected_ids, actual_ids, self._trim(trim_trailing_ids))
+
     def compare_batch(
         self,
         expected_seqs: Sequence[Any],
@@ -189,6 +213,8 @@ class TokenSeqComparator:
 
     def _mismatches(self, exp: Any, act: Any, aligned: Any) -> list[Mismatch]:
         kind, differing, same, (e_starts, e_special), (a_starts, a_special) = aligned
+        if kind == "aligned" and not len(differing):
+            return []
         e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
         if kind != "aligned":
             if kind == "count":
@@ -224,11 +250,21 @@ class TokenSeqComparator:
         return out
 
     def _decode(self, ids: list[int]) -> str:
+        """`tokenizer.decode(ids, skip_special_tokens=False)`, from the byte table when it can tell."""
         if len(ids) == 1:
             text = self._special_text.get(ids[0])
             if text is None:
-                text = self._special_text[ids[0]] = self.tokenizer.decode(ids, skip_special_tokens=False)
+                text = self._special_text[ids[0]] = self._decode_many(ids)
             return text
+        return self._decode_many(ids)
+
+    def _decode_many(self, ids: list[int]) -> str:
+        if self._segmenter.has_byte_table:
+            raw = self._segmenter.text_bytes(ids)
+            if raw is not None:
+                # The table is byte-exact (self-checked against decode) and
+                # every run is valid UTF-8, so this is what decode returns.
+                return raw.decode("utf-8")
         return str(self.tokenizer.decode(ids, skip_special_tokens=False))
 
     def _is_assistant(self, ids: Any, starts: list[int], special: Any, idx: int) -> bool:

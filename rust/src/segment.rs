@@ -8,9 +8,19 @@
 //! needs a closer look (a different special id, or content whose ids differ).
 
 /// A set of token ids as a bitset: constant-time membership for any id.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct IdSet {
     bits: Vec<u64>,
+    /// The smallest member (`u32::MAX` when empty): ids below it are out
+    /// without a table lookup. Boundary ids are usually the highest ids of a
+    /// vocabulary, so most ids of a sequence take this shortcut.
+    min: u32,
+}
+
+impl Default for IdSet {
+    fn default() -> Self {
+        Self { bits: Vec::new(), min: u32::MAX }
+    }
 }
 
 impl IdSet {
@@ -26,6 +36,7 @@ impl IdSet {
 
     /// Add one id.
     pub fn insert(&mut self, id: u32) {
+        self.min = self.min.min(id);
         let w = (id / 64) as usize;
         if w >= self.bits.len() {
             self.bits.resize(w + 1, 0);
@@ -37,7 +48,7 @@ impl IdSet {
     #[inline]
     #[must_use]
     pub fn contains(&self, id: u32) -> bool {
-        self.bits.get((id / 64) as usize).is_some_and(|w| w & (1 << (id % 64)) != 0)
+        id >= self.min && self.bits.get((id / 64) as usize).is_some_and(|w| w & (1 << (id % 64)) != 0)
     }
 }
 
@@ -119,6 +130,10 @@ mod tests {
         for id in [1, 62, 65, 151_644, u32::MAX] {
             assert!(!s.contains(id));
         }
+        let empty = IdSet::new(&[]);
+        assert!(!empty.contains(0) && !empty.contains(u32::MAX));
+        let high = IdSet::new(&[100, 7]);
+        assert!(high.contains(7) && high.contains(100) && !high.contains(6) && !high.contains(8));
     }
 
     #[test]

@@ -284,17 +284,14 @@ fn walk<'py>(
 /// reference counting; anything else goes through [`item_id`].
 fn walk_list(list: &Bound<'_, PyList>, argument: &str) -> PyResult<Vec<u32>> {
     let py = list.py();
-    let mut out = Vec::with_capacity(list.len());
+    let mut n = list.len();
+    let mut out = Vec::with_capacity(n);
     let mut pos = 0usize;
-    loop {
-        // The length is read each time: a slow-path `__index__` may change it.
-        let n = list.len();
-        if pos >= n {
-            return Ok(out);
-        }
-        // SAFETY: attached to the interpreter; `pos < len` so the borrowed
-        // reference is valid until Python code runs, and the fast path runs
-        // none (PyLong_AsLongAndOverflow on an exact int cannot call back).
+    while pos < n {
+        // SAFETY: attached to the interpreter and `pos < n`, the length read
+        // after the last time Python code could run; the borrowed reference
+        // stays valid until Python code runs, and the fast path runs none
+        // (PyLong_AsLongAndOverflow on an exact int cannot call back).
         let fast = unsafe {
             let item = ffi::PyList_GetItem(list.as_ptr(), pos as ffi::Py_ssize_t);
             if item.is_null() {
@@ -302,25 +299,25 @@ fn walk_list(list: &Bound<'_, PyList>, argument: &str) -> PyResult<Vec<u32>> {
             }
             if ffi::Py_TYPE(item) == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
                 let mut overflow = 0;
-                let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
                 #[allow(clippy::useless_conversion)] // c_long is i32 on some targets
-                let v = i64::from(v);
-                if overflow == 0 && (0..=i64::from(u32::MAX)).contains(&v) {
-                    Some(v as u32)
-                } else {
-                    None
-                }
+                let v = i64::from(ffi::PyLong_AsLongAndOverflow(item, &mut overflow));
+                (overflow == 0 && (0..=i64::from(u32::MAX)).contains(&v)).then_some(v as u32)
             } else {
                 None
             }
         };
-        let id = match fast {
-            Some(id) => id,
-            None => item_id(&list.get_item(pos)?, argument, pos)?,
-        };
-        out.push(id);
+        match fast {
+            Some(id) => out.push(id),
+            None => {
+                // The slow path may run Python code (`__index__`), which may
+                // change the list: read its length again afterwards.
+                out.push(item_id(&list.get_item(pos)?, argument, pos)?);
+                n = list.len();
+            }
+        }
         pos += 1;
     }
+    Ok(out)
 }
 
 /// Extract a token sequence from `obj`; `argument` names it in errors.

@@ -1,0 +1,137 @@
+"""diagnose(): role, message index and kind of each difference, on real tokenizers."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tito_fast import TokenSeqComparator
+from tito_fast.diagnosis import RoleScheme, classify
+from tests.test_comparator_parity import ASSISTANT_START, _tokenizer
+
+MESSAGES = [
+    {"role": "system", "content": "You are a careful agent."},
+    {"role": "user", "content": "List the files, then read main.rs."},
+    {"role": "assistant", "content": "I will list the files first.  Then read."},
+    {"role": "user", "content": "Go on."},
+]
+FAMILIES = ["qwen3", "glm47", "minimax_m27", "deepseek_v3"]
+
+
+def _ids(family: str, messages: list[dict[str, Any]]) -> list[int]:
+    tok = _tokenizer(family)
+    return list(tok.encode(tok.apply_chat_template(messages, tokenize=False), add_special_tokens=False))
+
+
+def _cmp(family: str, **kwargs: Any) -> TokenSeqComparator:
+    return TokenSeqComparator(_tokenizer(family), ASSISTANT_START[family], **kwargs)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_whitespace_in_an_assistant_body(family: str) -> None:
+    changed = copy.deepcopy(MESSAGES)
+    changed[2]["content"] = "I will list the files first. Then read."
+    d = _cmp(family).diagnose(_ids(family, MESSAGES), _ids(family, changed))
+    assert [(i.role, i.message_index, i.kind) for i in d.items] == [("assistant", 2, "whitespace_only")]
+    assert len(d.reference) == 1 and d.reference[0].type.value in ("assistant_text", "non_assistant_text")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_changed_user_content(family: str) -> None:
+    changed = copy.deepcopy(MESSAGES)
+    changed[1]["content"] = "List the files, then read lib.rs."
+    d = _cmp(family).diagnose(_ids(family, MESSAGES), _ids(family, changed))
+    assert [(i.role, i.message_index, i.kind) for i in d.items] == [("user", 1, "content")]
+    assert d.items[0].type == "non_assistant_text"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_retokenization_is_found_though_the_reference_misses_it(family: str) -> None:
+    tok = _tokenizer(family)
+    ids = _ids(family, MESSAGES)
+    word = tok.encode(" careful", add_special_tokens=False)
+    pos = next(i for i in range(len(ids)) if ids[i : i + len(word)] == word)
+    split = [i for ch in " careful" for i in tok.encode(ch, add_special_tokens=False)]
+    actual = ids[:pos] + split + ids[pos + len(word) :]
+    d = _cmp(family).diagnose(ids, actual)
+    assert d.reference == []
+    assert [(i.type, i.kind, i.role) for i in d.items] == [(None, "retokenization", "system")]
+
+
+def test_special_token_swap_is_a_seam() -> None:
+    tok = _tokenizer("glm47")
+    ids = _ids("glm47", MESSAGES)
+    user, obs = tok.convert_tokens_to_ids(["<|user|>", "<|observation|>"])
+    pos = len(ids) - 1 - ids[::-1].index(user)
+    actual = ids[:pos] + [obs] + ids[pos + 1 :]
+    d = _cmp("glm47").diagnose(ids, actual)
+    assert [(i.type, i.kind) for i in d.items] == [("special_token_type", "splice_seam")]
+    assert d.items[0].role == "tool" and d.items[0].message_index == 3
+
+
+@pytest.mark.parametrize("family", ["qwen3", "glm47", "minimax_m27"])
+def test_a_removed_message_is_named(family: str) -> None:
+    removed = MESSAGES[:2] + MESSAGES[3:]
+    d = _cmp(family).diagnose(_ids(family, MESSAGES), _ids(family, removed))
+    assert d.reference[0].type.value == "special_token_count"
+    assert len(d.items) == 1 and d.items[0].type == "special_token_count"
+    assert d.items[0].role == "assistant" and d.items[0].message_index == 2
+    assert "actual lacks expected segments" in d.items[0].detail
+    assert d.to_dict()["by_role"] == {"assistant": 1}
+
+
+def test_think_tags_as_special_tokens_field_report() -> None:
+    """A ChatML-like format whose think tags are boundaries (field-report.md).
+
+    The reference looks back one segment: the body after `</think>` follows a
+    special token that is not the assistant marker, so a trimmed assistant
+    body is reported as `non_assistant_text`. The diagnosis says assistant,
+    whitespace only.
+    """
+    tok = _tokenizer("qwen3")
+    boundary = TokenSeqComparator.collect_special_ids(tok) | set(tok.convert_tokens_to_ids(["<think>", "</think>"]))
+    cmp = TokenSeqComparator(tok, ASSISTANT_START["qwen3"], special_token_ids=boundary)
+    msgs = copy.deepcopy(MESSAGES[:3])  # the last turn keeps its think block in Qwen3's template
+    msgs[2]["content"] = "<think>\nlist first\n</think>\n\nI will list the files.  "
+    trimmed = copy.deepcopy(msgs)
+    trimmed[2]["content"] = "<think>\nlist first\n</think>\n\nI will list the files."
+    expected, actual = _ids("qwen3", msgs), _ids("qwen3", trimmed)
+    assert [m.type.value for m in cmp.compare_sequences(expected, actual)] == ["non_assistant_text"]
+    d = cmp.diagnose(expected, actual)
+    assert [(i.role, i.message_index, i.kind, i.type) for i in d.items] == [
+        ("assistant", 2, "whitespace_only", "non_assistant_text")
+    ]
+
+
+def test_declared_scheme_for_a_format_nobody_ships() -> None:
+    """k2v3-style messages: `<|ifm|im_start|>role\\n...<|ifm|im_end|>`, no newline between."""
+    from tokenizers import AddedToken
+
+    tok = copy.deepcopy(_tokenizer("qwen3"))
+    tok.add_tokens([AddedToken("<|ifm|im_start|>", special=True), AddedToken("<|ifm|im_end|>", special=True)])
+
+    def render(body: str) -> list[int]:
+        text = "".join(
+            f"<|ifm|im_start|>{role}\n{content}<|ifm|im_end|>"
+            for role, content in [("system", "Be brief."), ("user", "Hi"), ("assistant", body), ("tool", "ok")]
+        )
+        return list(tok.encode(text, add_special_tokens=False))
+
+    scheme = RoleScheme("k2v3", named={"<|ifm|im_start|>": "\n"})
+    cmp = TokenSeqComparator(tok, None, role_scheme=scheme)
+    d = cmp.diagnose(render("Hello there"), render("Hello  there"))
+    assert d.scheme == "k2v3"
+    assert [(i.role, i.message_index, i.kind) for i in d.items] == [("assistant", 2, "whitespace_only")]
+    # With assistant_start_str None (family "default"), the reference calls it non-assistant.
+    assert [m.type.value for m in d.reference] == ["non_assistant_text"]
+
+
+def test_classify_rules() -> None:
+    assert classify([1, 2], [3], "ab", "ab", at_boundary=True) == "retokenization"
+    assert classify([1], [2], "a b", "ab", at_boundary=True) == "whitespace_only"
+    assert classify([5, 1, 2, 3, 4, 6], [5, 1, 2, 3, 4, 7], "x1234y", "x1234z", at_boundary=True) == "splice_seam"
+    long_e, long_a = list(range(20)), list(range(20))
+    long_a[10] = 99
+    assert classify(long_e, long_a, "a" * 20, "b" * 20, at_boundary=True) == "content"
