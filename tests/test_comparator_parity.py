@@ -27,6 +27,7 @@ ASSISTANT_START = {
     "minimax_m27": "]~b]ai",
     "deepseek_v3": "<｜Assistant｜>",
     "deepseek_v31": "<｜Assistant｜>",
+    "llama31": "<|start_header_id|>assistant",
 }
 FAMILIES = sorted(ASSISTANT_START)
 

@@ -17,7 +17,7 @@ MESSAGES = [
     {"role": "assistant", "content": "I will list the files first.  Then read."},
     {"role": "user", "content": "Go on."},
 ]
-FAMILIES = ["qwen3", "glm47", "minimax_m27", "deepseek_v3"]
+FAMILIES = ["qwen3", "glm47", "minimax_m27", "deepseek_v3", "llama31"]
 
 
 def _ids(family: str, messages: list[dict[str, Any]]) -> list[int]:

