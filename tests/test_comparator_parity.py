@@ -28,6 +28,7 @@ ASSISTANT_START = {
     "deepseek_v3": "<｜Assistant｜>",
     "deepseek_v31": "<｜Assistant｜>",
     "llama31": "<|start_header_id|>assistant",
+    "kimi_k2": "<|im_assistant|>",
 }
 FAMILIES = sorted(ASSISTANT_START)
 

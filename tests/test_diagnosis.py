@@ -135,3 +135,24 @@ def test_classify_rules() -> None:
     long_e, long_a = list(range(20)), list(range(20))
     long_a[10] = 99
     assert classify(long_e, long_a, "a" * 20, "b" * 20, at_boundary=True) == "content"
+
+
+def test_kimi_tool_results_are_tool_messages() -> None:
+    """Kimi marks a tool result as <|im_system|>tool<|im_middle|>; the Miles kimi
+    families drop <|im_middle|> from the boundaries."""
+    tok = _tokenizer("kimi_k2")
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"p": 1}'}}
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "A", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "out  put"},
+        {"role": "user", "content": "U2"},
+    ]
+    text = tok.apply_chat_template(msgs, tokenize=False)
+    expected = list(tok.encode(text, add_special_tokens=False))
+    actual = list(tok.encode(text.replace("out  put", "out put"), add_special_tokens=False))
+    boundary = TokenSeqComparator.collect_special_ids(tok) - {tok.convert_tokens_to_ids("<|im_middle|>")}
+    d = TokenSeqComparator(tok, "<|im_assistant|>", special_token_ids=boundary).diagnose(expected, actual)
+    assert d.scheme == "kimi"
+    assert [(i.role, i.message_index, i.kind) for i in d.items] == [("tool", 3, "whitespace_only")]

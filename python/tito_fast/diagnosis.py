@@ -66,6 +66,11 @@ class RoleScheme:
 
 
 SCHEMES = [
+    # Kimi before ChatML: a Kimi vocabulary may also hold <|im_start|>.
+    RoleScheme(
+        "kimi",
+        named={"<|im_system|>": "<|im_middle|>", "<|im_user|>": "<|im_middle|>", "<|im_assistant|>": "<|im_middle|>"},
+    ),
     RoleScheme("chatml", named={"<|im_start|>": "\n"}),
     RoleScheme("llama3", named={"<|start_header_id|>": "<|end_header_id|>"}),
     RoleScheme(
@@ -82,7 +87,6 @@ SCHEMES = [
         },
     ),
     RoleScheme("minimax", named={"]~b]": "\n"}),
-    RoleScheme("kimi", fixed={"<|im_system|>": "system", "<|im_user|>": "user", "<|im_assistant|>": "assistant"}),
 ]
 
 

@@ -8,7 +8,8 @@ mismatch raises; nothing is skipped silently.
 
 Families: qwen3, qwen35, deepseek_v3, deepseek_v31, glm47, minimax_m27, and
 llama31 (Meta's tiktoken ranks rebuilt as tokenizer.json, with the Llama
-3.1 template from the llama-cpp-python sdist).
+3.1 template from the llama-cpp-python sdist), and kimi_k2 (Kimi K2's
+templates on a byte-level vocabulary with Kimi's special tokens added).
 
 Example:
     >>> from tito_fast import fixtures
@@ -157,7 +158,49 @@ FAMILIES: dict[str, Family] = {
         },
         build="llama3",
     ),
+    # Kimi K2's tokenizer is on no registry here: its templates with the
+    # Qwen3 byte-level vocabulary plus Kimi's special tokens, which is what
+    # its segmentation and role rules depend on.
+    "kimi_k2": Family(
+        {
+            "tokenizer.json": _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
+            "chat_template.jinja": FileSpec(
+                f"{_TEMPLATES}/moonshotai-Kimi-K2.jinja",
+                "9fcc72b7c248a72020c81f70bb652f3094d18a750c93ca35dfcb3cf5fe23ff53",
+                artefact=LLAMA_CPP,
+            ),
+            "Kimi-K2-Instruct.jinja": FileSpec(
+                f"{_TEMPLATES}/Kimi-K2-Instruct.jinja",
+                "1d396d5b128cdb9b2a4ef73434fa08d31c75604a11daa77bcb4b622d32dddd41",
+                artefact=LLAMA_CPP,
+            ),
+            "Kimi-K2-Thinking.jinja": FileSpec(
+                f"{_TEMPLATES}/Kimi-K2-Thinking.jinja",
+                "2f6c593d50682612ccc3229f043ecd1bdeb5a32fdfe86ca2158203a61d885817",
+                artefact=LLAMA_CPP,
+            ),
+        },
+        build="kimi",
+    ),
 }
+
+#: Kimi K2's special tokens, added to the base vocabulary of the kimi_k2 fixture.
+KIMI_SPECIAL = [
+    "<|im_system|>",
+    "<|im_user|>",
+    "<|im_assistant|>",
+    "<|im_middle|>",
+    "<|im_end|>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|media_start|>",
+    "<|media_content|>",
+    "<|media_pad|>",
+    "<|media_end|>",
+]
 
 
 def cache_root() -> Path:
@@ -233,6 +276,8 @@ def tokenizer_dir(family: str) -> Path:
         _atomic_write(target / out_name, data)
     if spec.build == "llama3":
         _build_llama3(target)
+    elif spec.build == "kimi":
+        _build_kimi(target)
     _atomic_write(done, _fingerprint(spec).encode())
     return target
 
@@ -309,6 +354,17 @@ def _build_llama3(target: Path) -> None:
         "clean_up_tokenization_spaces": True,
         "model_max_length": 131072,
     }
+    _atomic_write(target / "tokenizer_config.json", json.dumps(config, indent=1).encode())
+
+
+def _build_kimi(target: Path) -> None:
+    """Add Kimi's special tokens to the base tokenizer.json; write its config."""
+    from tokenizers import AddedToken, Tokenizer
+
+    tok = Tokenizer.from_file(str(target / "tokenizer.json"))
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in KIMI_SPECIAL])
+    _atomic_write(target / "tokenizer.json", tok.to_str().encode())
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "model_max_length": 131072}
     _atomic_write(target / "tokenizer_config.json", json.dumps(config, indent=1).encode())
 
 
