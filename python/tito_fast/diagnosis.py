@@ -199,6 +199,9 @@ class Diagnosis:
     items: list[DiagnosisItem]
     reference: list[Mismatch]
     scheme: str | None
+    #: Problems with the input itself, e.g. ids outside the tokenizer's
+    #: vocabulary (a sign that the two sides used different tokenizers).
+    warnings: list[str] = field(default_factory=list)
 
     def by_kind(self) -> dict[str, int]:
         """How many items of each kind."""
@@ -212,6 +215,7 @@ class Diagnosis:
         """Items, the reference list, and the per-kind and per-role counts."""
         return {
             "scheme": self.scheme,
+            "warnings": list(self.warnings),
             "items": [i.to_dict() for i in self.items],
             "reference": [m.to_dict() for m in self.reference],
             "by_kind": self.by_kind(),
@@ -255,6 +259,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     a_list = _to_list(act[: a_starts[-1]])
     e_table, a_table = tracker.table(e_list), tracker.table(a_list)
     items: list[DiagnosisItem] = []
+    warnings = _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
 
     def pair_item(i: int, j: int) -> DiagnosisItem | None:
         es, ee, as_, ae = e_starts[i], e_starts[i + 1], a_starts[j], a_starts[j + 1]
@@ -281,7 +286,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         for i in differing.tolist():
             if (item := pair_item(i, i)) is not None:
                 items.append(item)
-        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None)
+        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings)
 
     # Structures differ: align the two segment lists (special ids, and a
     # digest of each content run) and report each added, removed or changed
@@ -320,4 +325,19 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         items.append(
             DiagnosisItem("special_token_count", kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
-    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None)
+    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings)
+
+
+def _vocabulary_warnings(cmp: TokenSeqComparator, sides: dict[str, Any]) -> list[str]:
+    """Ids the tokenizer does not know: it decodes them as nothing, as the reference does."""
+    size = cmp.vocab.size if cmp.vocab is not None else len(cmp.tokenizer)
+    out = []
+    for name, ids in sides.items():
+        arr = np.asarray(ids, dtype=np.int64)
+        bad = np.flatnonzero(arr >= size)
+        if len(bad):
+            out.append(
+                f"{name} holds {len(bad)} id(s) outside the tokenizer's {size} (first {int(arr[bad[0]])} at position "
+                f"{int(bad[0])}); they decode to nothing: were the ids made by another tokenizer?"
+            )
+    return out
