@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tito_fast.comparator import TokenSeqComparator
@@ -20,7 +21,7 @@ START = "<|im_start|>assistant"
 
 @pytest.mark.parametrize("turns", [50, 200])
 @pytest.mark.parametrize("differing", [0, 1, 10, 100])
-@pytest.mark.parametrize("impl", ["tito_fast", "python"])
+@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_arrays", "python"])
 def bench_compare_sequences(benchmark: Any, full_size: bool, turns: int, differing: int, impl: str) -> None:
     tok = tokenizer()
     n_turns = turns if full_size else 5
@@ -31,8 +32,11 @@ def bench_compare_sequences(benchmark: Any, full_size: bool, turns: int, differi
     benchmark.extra_info["ids"] = len(expected)
     ref = ReferenceComparator(tok, START)
     want = ref.compare(expected, actual)
-    if impl == "tito_fast":
+    if impl == "tito_fast":  # lists, as the reference gets them
         got = [m.to_dict() for m in benchmark(lambda: fast.compare_sequences(expected, actual))]
+    elif impl == "tito_fast_arrays":  # int32 arrays (a dump column, a TokenBuffer): read in place
+        e_arr, a_arr = np.array(expected, dtype=np.int32), np.array(actual, dtype=np.int32)
+        got = [m.to_dict() for m in benchmark(lambda: fast.compare_sequences(e_arr, a_arr))]
     else:
         got = benchmark(lambda: ref.compare(expected, actual))
     assert got == want

@@ -69,6 +69,8 @@ def headlines(data: dict[str, Any]) -> str:
             continue
         best_name, best = min(tito.items(), key=lambda kv: kv[1])
         parts = [f"{other} / {best_name} = {v / best:.1f}×" for other, v in med.items() if not other.startswith("tito_fast")]
+        if "tito_fast_arrays" in med and "tito_fast" in med and "python" in med:
+            parts.append(f"python / tito_fast (lists) = {med['python'] / med['tito_fast']:.1f}×")
         if "tito_fast_list" in med and "python" in med:
             parts.append(f"python / tito_fast_list = {med['python'] / med['tito_fast_list']:.1f}×")
         if "tito_fast_csr_1t" in med and "tito_fast_csr_2t" in med:
