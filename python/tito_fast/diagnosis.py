@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tito_fast._core import common_prefix_len
+
 if TYPE_CHECKING:
     from tito_fast.comparator import Mismatch, TokenSeqComparator
 
@@ -223,23 +225,14 @@ class Diagnosis:
         }
 
 
-def _lcp(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str, *, at_boundary: bool) -> str:
     """The kind of a difference between two id runs (see the module docs)."""
     if e_text == a_text:
         return "retokenization"
     if "".join(e_text.split()) == "".join(a_text.split()):
         return "whitespace_only"
-    head = _lcp(e_ids, a_ids)
-    tail = _lcp(e_ids[head:][::-1], a_ids[head:][::-1])
+    head = common_prefix_len(e_ids, a_ids)
+    tail = common_prefix_len(e_ids[head:][::-1], a_ids[head:][::-1])
     e_len, a_len = len(e_ids) - head - tail, len(a_ids) - head - tail
     touches = head == 0 or tail == 0  # the differing ids reach the boundary
     if at_boundary and touches and max(e_len, a_len) <= SEAM:
@@ -269,7 +262,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         e_text, a_text = cmp._decode(e_ids), cmp._decode(a_ids)
         # Attribute to the message holding the first differing id: a content
         # segment can span several messages when role markers are not special.
-        msg, role = a_table.at(min(as_ + _lcp(e_ids, a_ids), ae - 1))
+        msg, role = a_table.at(min(as_ + common_prefix_len(e_ids, a_ids), ae - 1))
         if e_special[i]:
             return DiagnosisItem("special_token_type", "splice_seam", role, msg, i, (es, ee), (as_, ae), e_text, a_text)
         if e_text == a_text:
