@@ -90,7 +90,7 @@ def _to_list(ids: Any) -> list[int]:
     if isinstance(ids, list):
         return ids
     if isinstance(ids, np.ndarray):
-        return [int(x) for x in ids.tolist()]
+        return list(ids.tolist())
     return [int(x) for x in ids]
 
 
