@@ -129,12 +129,12 @@ def test_declared_scheme_for_a_format_nobody_ships() -> None:
 
 
 def test_classify_rules() -> None:
-    assert classify([1, 2], [3], "ab", "ab", at_boundary=True) == "retokenization"
-    assert classify([1], [2], "a b", "ab", at_boundary=True) == "whitespace_only"
-    assert classify([5, 1, 2, 3, 4, 6], [5, 1, 2, 3, 4, 7], "x1234y", "x1234z", at_boundary=True) == "splice_seam"
+    assert classify([1, 2], [3], "ab", "ab") == "retokenization"
+    assert classify([1], [2], "a b", "ab") == "whitespace_only"
+    assert classify([5, 1, 2, 3, 4, 6], [5, 1, 2, 3, 4, 7], "x1234y", "x1234z") == "splice_seam"
     long_e, long_a = list(range(20)), list(range(20))
     long_a[10] = 99
-    assert classify(long_e, long_a, "a" * 20, "b" * 20, at_boundary=True) == "content"
+    assert classify(long_e, long_a, "a" * 20, "b" * 20) == "content"
 
 
 def test_kimi_tool_results_are_tool_messages() -> None:

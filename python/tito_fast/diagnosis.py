@@ -225,8 +225,8 @@ class Diagnosis:
         }
 
 
-def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str, *, at_boundary: bool) -> str:
-    """The kind of a difference between two id runs (see the module docs)."""
+def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str) -> str:
+    """The kind of a difference between two id runs that sit between boundaries (see the module docs)."""
     if e_text == a_text:
         return "retokenization"
     if "".join(e_text.split()) == "".join(a_text.split()):
@@ -235,7 +235,7 @@ def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str, *, at
     tail = common_prefix_len(e_ids[head:][::-1], a_ids[head:][::-1])
     e_len, a_len = len(e_ids) - head - tail, len(a_ids) - head - tail
     touches = head == 0 or tail == 0  # the differing ids reach the boundary
-    if at_boundary and touches and max(e_len, a_len) <= SEAM:
+    if touches and max(e_len, a_len) <= SEAM:
         return "splice_seam"
     return "content"
 
@@ -245,8 +245,9 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     from tito_fast.comparator import _sliceable, _to_list
 
     exp, act = _sliceable(expected), _sliceable(actual)
-    reference = cmp.compare_sequences(exp, act, trim)
-    kind, differing, same, (e_starts, e_special), (a_starts, a_special) = cmp._segmenter.align(exp, act, trim)
+    aligned = cmp._segmenter.align(exp, act, trim)
+    reference = cmp._mismatches(exp, act, aligned)  # the reference's list, from the same alignment
+    kind, differing, same, (e_starts, e_special), (a_starts, a_special) = aligned
     e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
     e_list = _to_list(exp[: e_starts[-1]])
     a_list = _to_list(act[: a_starts[-1]])
@@ -272,7 +273,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
                 a_list, a_starts, a_special, j
             )
             ref_type = "assistant_text" if assistant else "non_assistant_text"
-        kind_ = classify(e_ids, a_ids, e_text, a_text, at_boundary=True)
+        kind_ = classify(e_ids, a_ids, e_text, a_text)
         return DiagnosisItem(ref_type, kind_, role, msg, i, (es, ee), (as_, ae), e_text, a_text)
 
     if kind == "aligned":
@@ -314,7 +315,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
             detail += f"; expected messages {e_msgs[0]}..{e_msgs[-1]}"
         if a_msgs:
             detail += f"; actual messages {a_msgs[0]}..{a_msgs[-1]}"
-        kind_ = classify(e_ids, a_ids, e_text, a_text, at_boundary=True)
+        kind_ = classify(e_ids, a_ids, e_text, a_text)
         items.append(
             DiagnosisItem("special_token_count", kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
