@@ -299,21 +299,34 @@ class Segmenter:
     def segment(self, ids: _TokenIds) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """`(starts, special)`: segment i is `ids[starts[i]:starts[i+1]]`, special or content."""
     def align(
-        self, expected: _TokenIds, actual: _TokenIds, trim_ids: Iterable[SupportsIndex] | None = None
+        self,
+        expected: _TokenIds,
+        actual: _TokenIds,
+        trim_ids: Iterable[SupportsIndex] | None = None,
+        *,
+        assistant_start: bytes | None = None,
+        probe_ids: int = 20,
     ) -> tuple[
         str,
         npt.NDArray[np.int64],
         npt.NDArray[np.int8],
         tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
         tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+        list[tuple[bytes, bytes] | None],
     ]:
         """Trim both tails, segment both and align them.
 
-        Returns `(kind, differing, same_text, expected_segments, actual_segments)`:
+        Returns `(kind, differing, verdicts, expected_segments, actual_segments, texts)`:
         kind is "aligned", "count" (segment counts differ) or "pattern"
         (special/content pattern differs); `differing` lists aligned pairs whose
-        ids differ; `same_text[i]` is 1 when the byte table proves pair
-        `differing[i]` has equal texts, 0 when different, -1 when unknown.
+        ids differ; `verdicts[i]` classifies pair `differing[i]`: 1 same text
+        (other ids), 2 special ids differ, 3 assistant text differs, 4 other
+        text differs, -1 unknown (no byte table, an unknown id, a character
+        split at a segment edge). A content segment opens an assistant message
+        when the special before it and its first `probe_ids` ids have a text
+        that starts with `assistant_start` (UTF-8 bytes). `texts[i]` holds the
+        pair's `(expected, actual)` UTF-8 texts when it is reported (verdict 2,
+        3 or 4) and the byte table knows them, else None.
         """
     def align_batch(
         self,
@@ -321,6 +334,8 @@ class Segmenter:
         actual_seqs: Iterable[_TokenIds],
         trim_ids: Iterable[SupportsIndex] | None = None,
         *,
+        assistant_start: bytes | None = None,
+        probe_ids: int = 20,
         threads: int | None = None,
     ) -> list[
         tuple[
@@ -329,6 +344,7 @@ class Segmenter:
             npt.NDArray[np.int8],
             tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
             tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+            list[tuple[bytes, bytes] | None],
         ]
     ]:
         """`align` over many pairs, in parallel with the GIL released."""

@@ -30,6 +30,9 @@ from tito_fast._core import Segmenter, TokenBuffer
 #: Ids decoded to describe an assistant segment's start (the reference's choice).
 ASSISTANT_PROBE_IDS = 20
 
+# Verdicts of `Segmenter.align` for a differing pair (decided in Rust).
+_UNKNOWN, _SAME_TEXT, _SPECIAL, _ASSISTANT, _NON_ASSISTANT = -1, 1, 2, 3, 4
+
 
 @dataclass
 class Segment:
@@ -127,6 +130,7 @@ class TokenSeqComparator:
         self.vocab = _vocab_of(tokenizer)
         self._segmenter = self.vocab.segmenter(frozenset(ids)) if self.vocab is not None else Segmenter(ids)
         self._assistant_start_str = assistant_start_str
+        self._assistant_start = assistant_start_str.encode("utf-8") if assistant_start_str is not None else None
         self._trim_trailing_ids: set[int] | None = set(trim_trailing_ids) if trim_trailing_ids else None
         self._special_text: dict[int, str] = {}
 
@@ -165,7 +169,7 @@ class TokenSeqComparator:
                 the constructor's.
         """
         exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
-        return self._mismatches(exp, act, self._segmenter.align(exp, act, self._trim(trim_trailing_ids)))
+        return self._mismatches(exp, act, self._align(exp, act, self._trim(trim_trailing_ids)))
 
     def diagnose(
         self,
@@ -202,7 +206,14 @@ class TokenSeqComparator:
         """
         exps = [_sliceable(x) for x in expected_seqs]
         acts = [_sliceable(x) for x in actual_seqs]
-        aligned = self._segmenter.align_batch(exps, acts, self._trim(trim_trailing_ids), threads=threads)
+        aligned = self._segmenter.align_batch(
+            exps,
+            acts,
+            self._trim(trim_trailing_ids),
+            threads=threads,
+            assistant_start=self._assistant_start,
+            probe_ids=ASSISTANT_PROBE_IDS,
+        )
         return [self._mismatches(e, a, al) for e, a, al in zip(exps, acts, aligned)]
 
     def _trim(self, trim_trailing_ids: Iterable[int] | None) -> set[int]:
@@ -211,8 +222,14 @@ class TokenSeqComparator:
             trim |= set(trim_trailing_ids)
         return trim
 
+    def _align(self, exp: Any, act: Any, trim: set[int]) -> Any:
+        """`Segmenter.align` with this comparator's assistant test."""
+        return self._segmenter.align(
+            exp, act, trim, assistant_start=self._assistant_start, probe_ids=ASSISTANT_PROBE_IDS
+        )
+
     def _mismatches(self, exp: Any, act: Any, aligned: Any) -> list[Mismatch]:
-        kind, differing, same, (e_starts, e_special), (a_starts, a_special) = aligned
+        kind, differing, verdicts, (e_starts, e_special), (a_starts, a_special), texts = aligned
         if kind == "aligned" and not len(differing):
             return []
         e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
@@ -231,20 +248,26 @@ class TokenSeqComparator:
                 )
             ]
         out: list[Mismatch] = []
-        for idx, same_text in zip(differing.tolist(), same.tolist()):
-            if same_text == 1:
+        for idx, verdict, known in zip(differing.tolist(), verdicts.tolist(), texts):
+            if verdict == _SAME_TEXT:
                 continue  # same text, other ids (the byte table proved it): not reported
-            e_ids = _to_list(exp[e_starts[idx] : e_starts[idx + 1]])
-            a_ids = _to_list(act[a_starts[idx] : a_starts[idx + 1]])
-            if e_special[idx]:
-                out.append(Mismatch(MismatchType.SPECIAL_TOKEN_TYPE, idx, self._decode(e_ids), self._decode(a_ids)))
+            if known is not None:  # the byte table's texts (it is byte-exact: what decode gives)
+                e_text, a_text = known[0].decode("utf-8"), known[1].decode("utf-8")
+            else:
+                e_ids = _to_list(exp[e_starts[idx] : e_starts[idx + 1]])
+                a_ids = _to_list(act[a_starts[idx] : a_starts[idx + 1]])
+                e_text, a_text = self._decode(e_ids), self._decode(a_ids)
+            if verdict == _SPECIAL:
+                out.append(Mismatch(MismatchType.SPECIAL_TOKEN_TYPE, idx, e_text, a_text))
                 continue
-            e_text, a_text = self._decode(e_ids), self._decode(a_ids)
-            if e_text == a_text:
-                continue  # same text, other ids: the reference does not report it
-            assistant = self._is_assistant(exp, e_starts, e_special, idx) and self._is_assistant(
-                act, a_starts, a_special, idx
-            )
+            if verdict == _UNKNOWN:  # the byte table could not tell: decide from decoded text
+                if e_text == a_text:
+                    continue  # same text, other ids: the reference does not report it
+                assistant = self._is_assistant(exp, e_starts, e_special, idx) and self._is_assistant(
+                    act, a_starts, a_special, idx
+                )
+            else:
+                assistant = verdict == _ASSISTANT
             kind_ = MismatchType.ASSISTANT_TEXT if assistant else MismatchType.NON_ASSISTANT_TEXT
             out.append(Mismatch(kind_, idx, e_text, a_text))
         return out

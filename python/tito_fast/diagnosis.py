@@ -245,9 +245,9 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     from tito_fast.comparator import _sliceable, _to_list
 
     exp, act = _sliceable(expected), _sliceable(actual)
-    aligned = cmp._segmenter.align(exp, act, trim)
+    aligned = cmp._align(exp, act, trim)
     reference = cmp._mismatches(exp, act, aligned)  # the reference's list, from the same alignment
-    kind, differing, same, (e_starts, e_special), (a_starts, a_special) = aligned
+    kind, differing, _verdicts, (e_starts, e_special), (a_starts, a_special), _texts = aligned
     e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
     e_list = _to_list(exp[: e_starts[-1]])
     a_list = _to_list(act[: a_starts[-1]])

@@ -9,7 +9,7 @@
 //! table cannot decide and the caller decodes. The Python side only builds a
 //! table for tokenizers whose `decode` it has checked against this rule.
 
-use crate::segment::IdSet;
+use crate::segment::{IdSet, Segment};
 
 /// Bytes of every id, and which ids are added tokens (decoded on their own).
 #[derive(Debug, Clone)]
@@ -93,6 +93,103 @@ impl ByteTable {
     }
 }
 
+/// What the comparator reports for one aligned pair of segments whose ids
+/// differ, as decided from ids and the byte table (`i8` codes for Python).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum Verdict {
+    /// The table cannot tell (no table, an unknown id, a split character):
+    /// the caller decodes.
+    Unknown = -1,
+    /// Same text from other ids: the reference does not report it.
+    SameText = 1,
+    /// A pair of different special ids.
+    SpecialType = 2,
+    /// Texts differ and both segments open an assistant message.
+    AssistantText = 3,
+    /// Texts differ, anywhere else.
+    NonAssistantText = 4,
+}
+
+/// The reference's assistant test for content segment `i` of `ids`, whose
+/// text is `text`: the text of the special id before it followed by the
+/// text of its first `probe` ids starts with `start`. None when the table
+/// cannot tell (a probe that ends inside a character).
+fn opens_assistant(
+    t: &ByteTable,
+    (ids, segs): (&[u32], &[Segment]),
+    i: usize,
+    text: &[u8],
+    start: Option<&[u8]>,
+    probe: usize,
+) -> Option<bool> {
+    let Some(start) = start else { return Some(false) };
+    if i == 0 || !segs[i - 1].special {
+        return Some(false);
+    }
+    let (p, s) = (segs[i - 1], segs[i]);
+    let prev = t.text_bytes(&ids[p.start..p.end])?;
+    let head_ids = &ids[s.start..(s.start + probe).min(s.end)];
+    // The head's text is a prefix of the segment's (the bytes concatenate);
+    // decoded alone, it must still be valid UTF-8 to be judged here.
+    let head_len: usize = head_ids.iter().map(|&id| t.bytes(id).map_or(0, <[u8]>::len)).sum();
+    let head = &text[..head_len];
+    if head_ids.iter().any(|&id| t.added.contains(id)) {
+        t.text_bytes(head_ids)?;
+    } else {
+        std::str::from_utf8(head).ok()?;
+    }
+    let (from_prev, rest) = start.split_at(start.len().min(prev.len()));
+    Some(prev.starts_with(from_prev) && head.starts_with(rest))
+}
+
+/// The `(expected, actual)` UTF-8 texts of a pair, when the table knows them.
+pub type PairTexts = Option<(Vec<u8>, Vec<u8>)>;
+
+/// The verdict for aligned pair `i` (whose ids differ) of `e` and `a`, with
+/// the pair's `(expected, actual)` texts when the verdict reports text.
+///
+/// `assistant_start` is the UTF-8 of the comparator's `assistant_start_str`
+/// (None labels every text difference non-assistant); `probe` is how many
+/// ids of a segment the assistant test reads.
+#[must_use]
+pub fn verdict(
+    table: Option<&ByteTable>,
+    (e, es): (&[u32], &[Segment]),
+    (a, as_): (&[u32], &[Segment]),
+    i: usize,
+    assistant_start: Option<&[u8]>,
+    probe: usize,
+) -> (Verdict, PairTexts) {
+    let (x, y) = (es[i], as_[i]);
+    let Some(t) = table else {
+        return (if x.special { Verdict::SpecialType } else { Verdict::Unknown }, None);
+    };
+    let texts = t.text_bytes(&e[x.start..x.end]).zip(t.text_bytes(&a[y.start..y.end]));
+    if x.special {
+        return (Verdict::SpecialType, texts);
+    }
+    let Some((et, at)) = texts else { return (Verdict::Unknown, None) };
+    if et == at {
+        return (Verdict::SameText, None);
+    }
+    // `and` as the reference evaluates it: the actual side is only read
+    // when the expected side opens an assistant message.
+    let label = match opens_assistant(t, (e, es), i, &et, assistant_start, probe) {
+        None => None,
+        Some(false) => Some(Verdict::NonAssistantText),
+        Some(true) => match opens_assistant(t, (a, as_), i, &at, assistant_start, probe) {
+            None => None,
+            Some(false) => Some(Verdict::NonAssistantText),
+            Some(true) => Some(Verdict::AssistantText),
+        },
+    };
+    match label {
+        Some(v) => (v, Some((et, at))),
+        None => (Verdict::Unknown, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +210,36 @@ mod tests {
         assert!(ByteTable::new(vec![0, 2, 1], vec![0, 0], &[]).is_err());
         assert!(ByteTable::new(vec![0, 1], vec![0, 0], &[]).is_err());
         assert!(ByteTable::new(vec![0], vec![], &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn verdicts() {
+        use crate::segment::segment;
+        // 0 = "<s>" (added, boundary), 1 = "assistant", 2 = "\n", 3 = "hi", 4 = "ho", 5 = "h", 6 = "i",
+        // 7 = "\xe4\xbd" and 8 = "\xa0" (the two halves of a three-byte character)
+        let blob = b"<s>assistant\nhihohi\xe4\xbd\xa0".to_vec();
+        let t = ByteTable::new(vec![0, 3, 12, 13, 15, 17, 18, 19, 21, 22], blob, &[0]).unwrap();
+        let b = IdSet::new(&[0]);
+        let v = |e: &[u32], a: &[u32], start: Option<&[u8]>, table: Option<&ByteTable>| {
+            let (es, as_) = (segment(e, &b), segment(a, &b));
+            verdict(table, (e, &es), (a, &as_), 1, start, 20).0
+        };
+        let start: Option<&[u8]> = Some(b"<s>assistant");
+        assert_eq!(v(&[0, 1, 2, 3], &[0, 1, 2, 4], start, Some(&t)), Verdict::AssistantText);
+        assert_eq!(v(&[0, 1, 2, 3], &[0, 1, 2, 4], None, Some(&t)), Verdict::NonAssistantText);
+        assert_eq!(v(&[0, 3, 2, 1], &[0, 4, 2, 1], start, Some(&t)), Verdict::NonAssistantText);
+        // Only the expected side opens an assistant message.
+        assert_eq!(v(&[0, 1, 2, 3], &[0, 3, 2, 4], start, Some(&t)), Verdict::NonAssistantText);
+        assert_eq!(v(&[0, 1, 3], &[0, 1, 5, 6], start, Some(&t)), Verdict::SameText);
+        assert_eq!(v(&[0, 1, 3], &[0, 1, 7], start, Some(&t)), Verdict::Unknown);
+        assert_eq!(v(&[0, 1, 3], &[0, 1, 4], start, None), Verdict::Unknown);
+        // Whole segments are valid text, but a probe of two ids ends inside a character.
+        let (e, a) = ([0u32, 1, 7, 8, 3], [0u32, 1, 7, 8, 4]);
+        let (es, as_) = (segment(&e, &b), segment(&a, &b));
+        assert_eq!(verdict(Some(&t), (&e, &es), (&a, &as_), 1, start, 2).0, Verdict::Unknown);
+        assert_eq!(verdict(Some(&t), (&e, &es), (&a, &as_), 1, start, 3).0, Verdict::AssistantText);
+        let (e, a) = ([0u32, 0, 1], [0u32, 0, 1]);
+        let segs = segment(&e, &b);
+        assert_eq!(verdict(Some(&t), (&e, &segs), (&a, &segs), 0, start, 20).0, Verdict::SpecialType);
     }
 }

@@ -9,7 +9,7 @@ use super::input::extract;
 use super::{extract_id_set, run};
 use crate::merge::trimmed_len;
 use crate::segment::{align, segment, Alignment, IdSet, Segment};
-use crate::vocab::ByteTable;
+use crate::vocab::{verdict, ByteTable, PairTexts};
 
 /// Segments a sequence at boundary ids and aligns two sequences' segments;
 /// with a byte table it also decides most content comparisons without
@@ -40,40 +40,41 @@ fn bounds<'py>(
     (PyArray1::from_vec(py, starts), PyArray1::from_vec(py, special))
 }
 
-/// One pair's alignment, its same-text verdicts and the trimmed lengths.
-type Aligned = (Alignment, Vec<i8>, usize, usize);
+/// One pair's alignment, its verdicts, the texts of the pairs to report and
+/// the trimmed lengths.
+type Aligned = (Alignment, Vec<i8>, Vec<PairTexts>, usize, usize);
+
+/// How the assistant test reads a segment (see `Segmenter.align`).
+#[derive(Clone, Copy)]
+struct Probe<'a> {
+    start: Option<&'a [u8]>,
+    ids: usize,
+}
 
 impl Segmenter {
-    /// Trim, segment and align two id sequences; judge differing content
-    /// pairs with the byte table when there is one.
-    fn align_ids(&self, e: &[u32], a: &[u32], trim: &[u32]) -> Aligned {
+    /// Trim, segment and align two id sequences; give each differing pair
+    /// its verdict (from the byte table when there is one).
+    fn align_ids(&self, e: &[u32], a: &[u32], trim: &[u32], probe: Probe<'_>) -> Aligned {
         let (ne, na) = (trimmed_len(e, trim), trimmed_len(a, trim));
         let (e, a) = (&e[..ne], &a[..na]);
         let alignment = align(e, a, &self.boundary);
-        let same: Vec<i8> = match (&alignment, &self.table) {
-            (Alignment::Aligned { expected: es, actual: as_, differing }, Some(Table { table: t, .. })) => differing
+        let table = self.table.as_ref().map(|t| &t.table);
+        let (verdicts, texts) = match &alignment {
+            Alignment::Aligned { expected: es, actual: as_, differing } => differing
                 .iter()
                 .map(|&i| {
-                    let (x, y) = (es[i], as_[i]);
-                    if x.special {
-                        return -1;
-                    }
-                    match t.same_text(&e[x.start..x.end], &a[y.start..y.end]) {
-                        Some(true) => 1,
-                        Some(false) => 0,
-                        None => -1,
-                    }
+                    let (v, texts) = verdict(table, (e, es), (a, as_), i, probe.start, probe.ids);
+                    (v as i8, texts)
                 })
-                .collect(),
-            (Alignment::Aligned { differing, .. }, None) => vec![-1; differing.len()],
-            _ => Vec::new(),
+                .unzip(),
+            Alignment::Structure { .. } => (Vec::new(), Vec::new()),
         };
-        (alignment, same, ne, na)
+        (alignment, verdicts, texts, ne, na)
     }
 }
 
 /// The Python form of an alignment (see `Segmenter.align`).
-fn aligned_to_py(py: Python<'_>, (alignment, same, ne, na): Aligned) -> PyResult<Bound<'_, PyTuple>> {
+fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligned) -> PyResult<Bound<'_, PyTuple>> {
     let (kind, differing, e, a) = match alignment {
         Alignment::Structure { expected, actual, pattern_only } => {
             (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)
@@ -81,7 +82,14 @@ fn aligned_to_py(py: Python<'_>, (alignment, same, ne, na): Aligned) -> PyResult
         Alignment::Aligned { expected, actual, differing } => ("aligned", differing, expected, actual),
     };
     let differing = PyArray1::from_vec(py, differing.into_iter().map(|i| i as i64).collect::<Vec<_>>());
-    let same = PyArray1::from_vec(py, same);
+    let verdicts = PyArray1::from_vec(py, verdicts);
+    let texts = PyList::empty(py);
+    for t in &texts_in {
+        match t {
+            Some((x, y)) => texts.append(PyTuple::new(py, [PyBytes::new(py, x), PyBytes::new(py, y)])?)?,
+            None => texts.append(py.None())?,
+        }
+    }
     let eb = bounds(py, &e, ne);
     let ab = bounds(py, &a, na);
     PyTuple::new(
@@ -89,9 +97,10 @@ fn aligned_to_py(py: Python<'_>, (alignment, same, ne, na): Aligned) -> PyResult
         [
             kind.into_pyobject(py)?.into_any(),
             differing.into_any(),
-            same.into_any(),
+            verdicts.into_any(),
             PyTuple::new(py, [eb.0.into_any(), eb.1.into_any()])?.into_any(),
             PyTuple::new(py, [ab.0.into_any(), ab.1.into_any()])?.into_any(),
+            texts.into_any(),
         ],
     )
 }
@@ -156,41 +165,55 @@ impl Segmenter {
 
     /// Trim both sequences, segment and align them.
     ///
-    /// Returns `(aligned, differing, same_text, (exp_starts, exp_special), (act_starts, act_special))`
+    /// Returns `(aligned, differing, verdicts, (exp_starts, exp_special), (act_starts, act_special), texts)`
     /// where `aligned` is "aligned", "count" or "pattern", `differing` lists the
-    /// aligned pairs whose ids differ (empty unless aligned), and `same_text`
-    /// says for each of them whether the texts are equal: 1 yes, 0 no, -1
-    /// unknown (no byte table, a special pair, or a split character).
-    #[pyo3(signature = (expected, actual, trim_ids = None))]
+    /// aligned pairs whose ids differ (empty unless aligned), and `verdicts`
+    /// gives each of them a code: 1 same text, 2 special ids differ, 3
+    /// assistant text differs, 4 other text differs, -1 unknown (no byte
+    /// table, an unknown id, a split character). The assistant test reads the
+    /// special before a content segment and its first `probe_ids` ids, and
+    /// asks whether their text starts with `assistant_start` (UTF-8).
+    /// `texts` gives each differing pair's `(expected, actual)` UTF-8 texts
+    /// when it is reported (verdict 2, 3 or 4) and the table knows them, else None.
+    #[pyo3(signature = (expected, actual, trim_ids = None, *, assistant_start = None, probe_ids = 20))]
     fn align<'py>(
         &self,
         py: Python<'py>,
         expected: &Bound<'py, PyAny>,
         actual: &Bound<'py, PyAny>,
         trim_ids: Option<&Bound<'py, PyAny>>,
+        assistant_start: Option<&[u8]>,
+        probe_ids: usize,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        let probe = Probe { start: assistant_start, ids: probe_ids };
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let (he, ha) = (extract(expected, "expected_ids")?, extract(actual, "actual_ids")?);
         let (re, ra) = (he.raw(), ha.raw());
         let result = run(py, re.len() + ra.len(), || {
             let e = re.normalize().map_err(|err| ("expected_ids", err))?;
             let a = ra.normalize().map_err(|err| ("actual_ids", err))?;
-            Ok(self.align_ids(&e, &a, &trim))
+            Ok(self.align_ids(&e, &a, &trim, probe))
         });
         let aligned = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
         aligned_to_py(py, aligned)
     }
 
     /// `align` over many pairs, in parallel; returns a list of `align` results.
-    #[pyo3(signature = (expected_seqs, actual_seqs, trim_ids = None, *, threads = None))]
+    #[pyo3(signature = (
+        expected_seqs, actual_seqs, trim_ids = None, *, assistant_start = None, probe_ids = 20, threads = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn align_batch<'py>(
         &self,
         py: Python<'py>,
         expected_seqs: &Bound<'py, PyAny>,
         actual_seqs: &Bound<'py, PyAny>,
         trim_ids: Option<&Bound<'py, PyAny>>,
+        assistant_start: Option<&[u8]>,
+        probe_ids: usize,
         threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let probe = Probe { start: assistant_start, ids: probe_ids };
         let threads = super::threads_arg(threads)?;
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let he = super::extract_seqs(expected_seqs, "expected_seqs")?;
@@ -215,7 +238,7 @@ impl Segmenter {
                     .map(|(row, (x, y))| {
                         let e = x.normalize().map_err(|err| (format!("expected_seqs[{row}]"), err))?;
                         let a = y.normalize().map_err(|err| (format!("actual_seqs[{row}]"), err))?;
-                        Ok(self.align_ids(&e, &a, &trim))
+                        Ok(self.align_ids(&e, &a, &trim, probe))
                     })
                     .collect::<Vec<Result<Aligned, (String, crate::error::IdError)>>>()
             })
