@@ -227,3 +227,107 @@ class ReferenceComparator:
             if et != at:
                 out.append(item("assistant_text" if both_assistant else "non_assistant_text", i, et, at))
         return out
+
+
+# -- TITO families (incremental tokenization and merge) ---------------------
+
+
+def reference_tools(tools: list[dict[str, Any]] | None, policy: str = "sglang") -> list[dict[str, Any]] | None:
+    """Tools as the engine's pydantic models dump them (written out by hand)."""
+    if not tools:
+        return None
+    out = []
+    for t in tools:
+        if "function" not in t:
+            t = {"type": "function", "function": t}
+        if policy == "none":
+            out.append(t)
+            continue
+        f = t["function"]
+        fn = {"description": f.get("description"), "name": f["name"], "parameters": f.get("parameters"), "strict": f.get("strict", False)}
+        if policy == "sglang":
+            if f.get("defer_loading", t.get("defer_loading")) is not None:
+                fn["defer_loading"] = f.get("defer_loading", t.get("defer_loading"))
+            out.append({"type": t.get("type", "function"), "function": fn, "defer_loading": t.get("defer_loading")})
+        else:
+            out.append({"type": t.get("type", "function"), "function": fn})
+    return out
+
+
+class ReferenceTito:
+    """The reference's incremental tokenization, the slow obvious way: two
+    renders and one encode per turn, list concatenation, no cache.
+
+    `append_after` / `drop_last_if_in` / `trailing` are ids; `template_kwargs`
+    are passed to every render.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        append_after: tuple[int, int] | None = None,
+        drop_last_if_in: Collection[int] = (),
+        allowed_roles: Collection[str] = ("tool", "user", "system", "assistant"),
+        template_kwargs: dict[str, Any] | None = None,
+        diff: str = "dummy",
+        arguments: str = "dict",
+        chat_template: str | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.append_after = append_after
+        self.drop_last_if_in = set(drop_last_if_in)
+        self.allowed_roles = set(allowed_roles)
+        self.template_kwargs = dict(template_kwargs or {})
+        self.diff = diff
+        self.arguments = arguments
+        self.chat_template = chat_template
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
+        import copy
+        import json
+
+        msgs = copy.deepcopy(messages)
+        for m in msgs:
+            if m.get("role") == "assistant":
+                if m.get("content") is None:
+                    m["content"] = ""
+                for call in m.get("tool_calls") or []:
+                    f = call.get("function") or {}
+                    if self.arguments == "dict" and isinstance(f.get("arguments"), str):
+                        f["arguments"] = json.loads(f["arguments"])
+                    if self.arguments == "json" and isinstance(f.get("arguments"), dict):
+                        f["arguments"] = json.dumps(f["arguments"], ensure_ascii=False)
+        text = self.tokenizer.apply_chat_template(
+            msgs, tools=reference_tools(tools), add_generation_prompt=gen, tokenize=False,
+            chat_template=self.chat_template, **self.template_kwargs,
+        )
+        return str(text)
+
+    def tokenize_additional_messages(
+        self, old: list[dict[str, Any]], new: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
+        assert len(new) >= len(old) and all(
+            {k: a.get(k) or None for k in ("role", "content", "reasoning_content", "tool_calls")}
+            == {k: b.get(k) or None for k in ("role", "content", "reasoning_content", "tool_calls")}
+            for a, b in zip(old, new)
+        ), "not append-only"
+        appended = new[len(old):]
+        assert all(m["role"] in self.allowed_roles for m in appended), "role not allowed"
+        if self.diff == "history":
+            before, after = self.render(old, tools, False), self.render(new, tools, True)
+        else:
+            base = [
+                {"role": "system", "content": "dummy system"},
+                {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": old[-1].get("tool_calls") or []},
+            ]
+            before, after = self.render(base, tools, False), self.render(base + appended, tools, True)
+        if not after.startswith(before):
+            raise ValueError(f"rendered suffix diff failed for {[m['role'] for m in appended]}")
+        return list(self.tokenizer.encode(after[len(before):], add_special_tokens=False))
+
+    def merge_tokens(
+        self, old: list[dict[str, Any]], new: list[dict[str, Any]], prefix: Sequence[int], tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
+        incremental = self.tokenize_additional_messages(old, new, tools)
+        return merge_tokens(prefix, incremental, append_after=self.append_after, drop_last_if_in=self.drop_last_if_in)

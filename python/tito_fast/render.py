@@ -1,0 +1,254 @@
+"""Chat-template rendering as the inference engine does it.
+
+Everything that renders a conversation in tito_fast goes through `render`:
+
+- messages are normalised as the engine does before templating: an
+  assistant `content: None` becomes `""`, and tool-call `arguments` given
+  as a JSON string become a dict (Jinja templates index them as objects);
+  the caller's messages are never modified;
+- tools are canonicalised by a named policy (`TOOL_POLICIES`): `sglang`
+  (the default: what current SGLang's pydantic `Tool` model dumps, with
+  `"defer_loading": null` per tool and `"strict": false` per function),
+  `sglang-legacy` (no `defer_loading`) or `none` (as given);
+- a template that rejects the canonical tool shape is retried with the bare
+  function schemas, as the engine does;
+- the backend is the tokenizer's own `apply_chat_template` (`"hf"`, the
+  default) or `"jinja"`: a jinja2 environment of our own set up like
+  transformers' (sandboxed, `trim_blocks`, `lstrip_blocks`, loop controls,
+  a `tojson` that keeps non-ASCII, `raise_exception`, `strftime_now`,
+  `{% generation %}` blocks) that keeps None-valued message keys, which
+  transformers 5 drops, and whose sandbox lets templates call `list.append`.
+
+Example:
+    >>> from tito_fast.render import render
+    >>> render(tok, [{"role": "user", "content": "hi"}], add_generation_prompt=True)  # doctest: +SKIP
+    '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+TOOL_POLICIES = ("sglang", "sglang-legacy", "none")
+ToolPolicy = Literal["sglang", "sglang-legacy", "none"]
+Backend = Literal["hf", "jinja"]
+
+# Message keys under which reasoning travels; transformers fills all of them
+# from the first one present, and so does the jinja backend.
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+class RenderError(ValueError):
+    """A chat template failed to render (its message says which and why)."""
+
+
+def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict", "json"] = "dict") -> list[dict[str, Any]]:
+    """A deep copy with assistant `content: None` as `""` and tool-call arguments as
+    dicts (`"dict"`, for Jinja templates) or JSON strings (`"json"`, for encoders
+    that parse them).
+
+    Example:
+        >>> m = [{"role": "assistant", "content": None,
+        ...       "tool_calls": [{"function": {"name": "f", "arguments": '{"a": 1}'}}]}]
+        >>> normalize_messages(m)[0]["tool_calls"][0]["function"]["arguments"]
+        {'a': 1}
+    """
+    out = copy.deepcopy(messages)
+    for i, msg in enumerate(out):
+        if not isinstance(msg, dict):
+            raise RenderError(f"messages[{i}] is a {type(msg).__name__}, not a dict")
+        if msg.get("role") != "assistant":
+            continue
+        if msg.get("content") is None:
+            msg["content"] = ""
+        calls = msg.get("tool_calls")
+        if not isinstance(calls, list):
+            continue
+        for j, call in enumerate(calls):
+            func = call.get("function") if isinstance(call, dict) else None
+            if not func:
+                continue
+            args = func.get("arguments")
+            if arguments == "dict" and isinstance(args, str):
+                try:
+                    func["arguments"] = json.loads(args)
+                except json.JSONDecodeError as e:
+                    raise RenderError(
+                        f"messages[{i}].tool_calls[{j}].function.arguments is not valid JSON: {e}"
+                    ) from e
+            elif arguments == "json" and isinstance(args, dict):
+                func["arguments"] = json.dumps(args, ensure_ascii=False)
+    return out
+
+
+def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sglang") -> list[dict[str, Any]] | None:
+    """Tools in the shape the engine hands to the template.
+
+    Each tool becomes `{"type": "function", "function": {...}}`; under the
+    SGLang policies the function has exactly `description`, `name`,
+    `parameters`, `strict` (defaults None, None, False) in that order, and
+    `sglang` adds `"defer_loading": None` after `function` (a non-null
+    tool-level value moves into the function instead, as SGLang does).
+
+    Example:
+        >>> canonical_tools([{"name": "f"}])
+        [{'type': 'function', 'function': {'description': None, 'name': 'f', 'parameters': None, 'strict': False}, 'defer_loading': None}]
+    """
+    if policy not in TOOL_POLICIES:
+        raise ValueError(f"tool policy must be one of {TOOL_POLICIES}, got {policy!r}")
+    if not tools:
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RenderError(f"tools[{i}] is a {type(tool).__name__}, not a dict")
+        wrapped = tool if "function" in tool else {"type": "function", "function": tool}
+        if policy == "none":
+            out.append(copy.deepcopy(wrapped))
+            continue
+        func = wrapped["function"]
+        if not isinstance(func, dict) or not isinstance(func.get("name"), str):
+            raise RenderError(f"tools[{i}].function needs a string 'name'")
+        canon: dict[str, Any] = {
+            "description": func.get("description"),
+            "name": func["name"],
+            "parameters": copy.deepcopy(func.get("parameters")),
+            "strict": bool(func.get("strict", False)),
+        }
+        entry: dict[str, Any] = {"type": wrapped.get("type", "function"), "function": canon}
+        if policy == "sglang":
+            defer = func.get("defer_loading", wrapped.get("defer_loading"))
+            if defer is not None:
+                canon["defer_loading"] = defer
+            entry["defer_loading"] = wrapped.get("defer_loading")
+        out.append(entry)
+    return out
+
+
+def render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = False,
+    chat_template: str | None = None,
+    tool_policy: ToolPolicy = "sglang",
+    backend: Backend = "hf",
+    arguments: Literal["dict", "json"] = "dict",
+    **template_kwargs: Any,
+) -> str:
+    """The rendered text of `messages` (never tokenized here).
+
+    Args:
+        tokenizer: a transformers tokenizer (its template and special tokens).
+        messages: OpenAI-style chat messages.
+        tools: tool definitions, canonicalised by `tool_policy`.
+        add_generation_prompt: end with the assistant opener.
+        chat_template: a template string that replaces the tokenizer's.
+        backend: "hf" (the tokenizer's `apply_chat_template`) or "jinja".
+        arguments: tool-call arguments as "dict" (most templates) or "json"
+            strings (templates that concatenate them, e.g. DeepSeek V3.1).
+        template_kwargs: extra template variables (`enable_thinking`, ...).
+    """
+    msgs = normalize_messages(messages, arguments)
+    tool_defs = canonical_tools(tools, tool_policy)
+
+    def once(defs: list[dict[str, Any]] | None) -> str:
+        if backend == "hf":
+            out = tokenizer.apply_chat_template(
+                msgs,
+                tools=defs,
+                chat_template=chat_template,
+                add_generation_prompt=add_generation_prompt,
+                tokenize=False,
+                **template_kwargs,
+            )
+            return str(out)
+        if backend == "jinja":
+            template = chat_template if chat_template is not None else _template_of(tokenizer)
+            variables = {**_special_tokens(tokenizer), **template_kwargs}
+            return _compile(template).render(
+                messages=_alias_reasoning(msgs),
+                tools=defs,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
+                **variables,
+            )
+        raise ValueError(f"backend must be 'hf' or 'jinja', got {backend!r}")
+
+    import jinja2
+
+    try:
+        try:
+            return once(tool_defs)
+        except jinja2.TemplateError as e:
+            if tool_defs is None:
+                raise RenderError(f"chat template failed: {e}") from e
+            try:
+                return once([t["function"] for t in tool_defs])
+            except jinja2.TemplateError as e2:
+                raise RenderError(f"chat template failed (also with bare function schemas): {e2}") from e2
+    except (TypeError, KeyError, AttributeError) as e:
+        raise RenderError(f"chat template failed on these messages: {type(e).__name__}: {e}") from e
+
+
+def _template_of(tokenizer: Any) -> str:
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):
+        template = template.get("default")
+    if not isinstance(template, str):
+        raise RenderError("the tokenizer has no chat template; pass chat_template=")
+    return template
+
+
+def _special_tokens(tokenizer: Any) -> dict[str, Any]:
+    return dict(getattr(tokenizer, "special_tokens_map", {}) or {})
+
+
+def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        reasoning = next((m[k] for k in _REASONING_FIELDS if m.get(k) is not None), None)
+        out.append({"thinking": reasoning, **m, "reasoning_content": reasoning} if reasoning is not None else m)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(template: str) -> Any:
+    import jinja2
+    import jinja2.ext
+    import jinja2.nodes
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class Generation(jinja2.ext.Extension):
+        """`{% generation %}...{% endgeneration %}` renders its body unchanged."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return str(caller())
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt: str) -> str:
+        return datetime.now().strftime(fmt)
+
+    # A (mutable) sandbox: some templates build lists with `.append`.
+    env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env.from_string(template)
