@@ -32,6 +32,9 @@ from tito_fast._core import (
 )
 from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator
 from tito_fast.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
+from tito_fast.families import FamilyConfig, FamilyError, RenderDiffError, TitoTokenizer, get_tito_tokenizer
+from tito_fast.messages import AppendOnlyError
+from tito_fast.render import RenderError
 from tito_fast.vocab import Vocab
 
 __all__ = [
@@ -55,4 +58,11 @@ __all__ = [
     "DiagnosisItem",
     "RoleScheme",
     "Vocab",
+    "AppendOnlyError",
+    "FamilyConfig",
+    "FamilyError",
+    "RenderDiffError",
+    "RenderError",
+    "TitoTokenizer",
+    "get_tito_tokenizer",
 ]

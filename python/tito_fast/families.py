@@ -357,8 +357,12 @@ class TitoTokenizer:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _base_text(self, last: dict[str, Any], tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], str]:
-        base = [DUMMY_SYSTEM, {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": last.get("tool_calls") or []}]
-        key = json.dumps([base[1]["tool_calls"], tools], sort_keys=True, default=repr)
+        calls = last.get("tool_calls") or []
+        base: list[dict[str, Any]] = [
+            DUMMY_SYSTEM,
+            {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": calls},
+        ]
+        key = json.dumps([calls, tools], sort_keys=True, default=repr)
         text = self._base_cache.get(key)
         if text is None:
             text = self.apply_chat_template(base, add_generation_prompt=False, tools=tools)

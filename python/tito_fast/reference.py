@@ -317,7 +317,7 @@ class ReferenceTito:
         if self.diff == "history":
             before, after = self.render(old, tools, False), self.render(new, tools, True)
         else:
-            base = [
+            base: list[dict[str, Any]] = [
                 {"role": "system", "content": "dummy system"},
                 {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": old[-1].get("tool_calls") or []},
             ]

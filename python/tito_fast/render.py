@@ -171,12 +171,14 @@ def render(
         if backend == "jinja":
             template = chat_template if chat_template is not None else _template_of(tokenizer)
             variables = {**_special_tokens(tokenizer), **template_kwargs}
-            return _compile(template).render(
-                messages=_alias_reasoning(msgs),
-                tools=defs,
-                documents=None,
-                add_generation_prompt=add_generation_prompt,
-                **variables,
+            return str(
+                _compile(template).render(
+                    messages=_alias_reasoning(msgs),
+                    tools=defs,
+                    documents=None,
+                    add_generation_prompt=add_generation_prompt,
+                    **variables,
+                )
             )
         raise ValueError(f"backend must be 'hf' or 'jinja', got {backend!r}")
 
