@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench dev lint clean
+.PHONY: demo test verify-templates bench dev lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,6 +19,15 @@ test: $(BIN)/python
 	cargo test --locked
 	$(BIN)/python -m pip install --quiet '.[test]'
 	$(BIN)/python -m pytest
+
+## verify-templates: `tito-fast verify-template` for every fixture tokenizer with its family (run by CI)
+VERIFY_PAIRS = qwen3:qwen3 qwen35:qwen35 glm47:glm47 minimax_m27:minimax_m27 llama31:llama3 kimi_k2:kimi25
+verify-templates: $(BIN)/python
+	$(BIN)/python -m pip install --quiet '.[test]'
+	@set -e; for pair in $(VERIFY_PAIRS); do \
+		echo "== verify-template $${pair%%:*} --family $${pair##*:}"; \
+		$(BIN)/tito-fast verify-template --tokenizer fixture:$${pair%%:*} --family $${pair##*:}; \
+	done
 
 ## bench: full-size benchmarks on a release build; writes bench-results/ and prints the README table
 bench: $(BIN)/python

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,24 @@ def test_bad_arguments_exit_with_usage() -> None:
 def test_console_script_and_module_entry_points() -> None:
     out = subprocess.run([sys.executable, "-m", "tito_fast", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("tito_fast ")
+
+
+def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: Any) -> None:
+    from tito_fast.cli import cli
+
+    out = tmp_path / "v.json"
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--json", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "qwen3: 10 passed, 0 failed, 0 skipped" in text
+    data = json.loads(out.read_text())
+    assert data["family"] == "qwen3" and all(r["ok"] for r in data["results"])
+    # Qwen3's own template cuts earlier reasoning: the default family fails, with the divergence decoded.
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "default") == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text and "<think>" in text and "4 failed" in text
+    config = tmp_path / "fam.json"
+    config.write_text(json.dumps({"name": "mine", "append_after": ["<|im_end|>", "\n"], "trailing": ["\n"]}))
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", str(config), "--template", str(template), "--quiet") == 0

@@ -20,7 +20,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -179,7 +179,20 @@ def cli(*args: str) -> int:
     demo.add_argument("--threads", type=int, default=None, help="threads for the batch check (default: all cores)")
     demo.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT ('-' for stdout)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    verify = sub.add_parser(
+        "verify-template",
+        help="check that a family's turn-by-turn merge reproduces the full chat-template render",
+        description="For each role set ({tool}, {tool,user}, {tool,user,system}) replay multi-turn conversations "
+        "turn by turn with the family's merge and compare the accumulated ids with the full render.",
+    )
+    verify.add_argument("--tokenizer", required=True, help="tokenizer directory (or fixture:NAME for a test fixture)")
+    verify.add_argument("--family", default="default", help="family name, or a JSON file declaring a FamilyConfig")
+    verify.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
+    verify.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT ('-' for stdout)")
+    verify.add_argument("--quiet", action="store_true", help="no progress and no table")
     ns = parser.parse_args(args)
+    if ns.command == "verify-template":
+        return _verify_template(ns)
     if ns.sessions < 1 or ns.turns < 2:
         parser.error("--sessions must be >= 1 and --turns >= 2")
     summary = run_demo(ns.sessions, ns.turns, ns.seed, ns.threads, sys.stderr, ns.quiet)
@@ -193,6 +206,55 @@ def cli(*args: str) -> int:
             with open(ns.json, "w", encoding="utf-8") as f:
                 f.write(text + "\n")
     return 1 if summary.missed or summary.false_alarms else 0
+
+
+def _load_tokenizer(spec: str) -> Any:
+    if spec.startswith("fixture:"):
+        from tito_fast import fixtures
+
+        return fixtures.load_tokenizer(spec.split(":", 1)[1])
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(spec)
+
+
+def _verify_template(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tito_fast.families import get_tito_tokenizer
+    from tito_fast.verify import verify_family
+
+    tok = _load_tokenizer(ns.tokenizer)
+    family: Any = ns.family
+    if ns.family.endswith(".json"):
+        family = json.loads(Path(ns.family).read_text(encoding="utf-8"))
+    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
+    tito = get_tito_tokenizer(tok, family, chat_template=template)
+    if not ns.quiet:
+        sys.stderr.write(f"verify-template: family {tito.family}, replaying conversations ...\n")
+    results = verify_family(tito)
+    failed = [r for r in results if not r.ok and not r.skipped]
+    if not ns.quiet:
+        rows = [("roles", "conversation", "turns", "result", "first divergence (expected | merged)")]
+        for r in results:
+            result = "pass" if r.ok else ("skip" if r.skipped else "FAIL")
+            detail = r.skipped or r.error
+            if r.divergence is not None:
+                detail = f"id {r.divergence}: {r.expected_text!r} | {r.actual_text!r}"
+            rows.append(("{" + ",".join(sorted(r.roles)) + "}", r.name, str(r.turns), result, detail))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] + "\n")
+        passed = sum(r.ok for r in results)
+        skipped = sum(bool(r.skipped) for r in results)
+        sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
+    if ns.json:
+        text = json.dumps({"family": tito.family, "results": [r.to_dict() for r in results]}, indent=2, ensure_ascii=False)
+        if ns.json == "-":
+            print(text)
+        else:
+            Path(ns.json).write_text(text + "\n", encoding="utf-8")
+    return 1 if failed or not any(r.ok for r in results) else 0
 
 
 def main() -> None:
