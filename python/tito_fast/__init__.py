@@ -35,6 +35,7 @@ from tito_fast.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
 from tito_fast.families import FamilyConfig, FamilyError, RenderDiffError, TitoTokenizer, get_tito_tokenizer
 from tito_fast.messages import AppendOnlyError
 from tito_fast.render import RenderError
+from tito_fast.trajectory import RollbackError, Trajectory
 from tito_fast.vocab import Vocab
 
 __all__ = [
@@ -65,4 +66,6 @@ __all__ = [
     "RenderError",
     "TitoTokenizer",
     "get_tito_tokenizer",
+    "RollbackError",
+    "Trajectory",
 ]

@@ -1,0 +1,152 @@
+"""One session's messages and ids, turn by turn, as a TITO session server keeps them.
+
+`Trajectory` holds the message history and a `TokenBuffer` with one
+checkpoint per generated assistant turn (a checkpoint is a length, so a
+session costs O(total ids), where the reference keeps a full copy of the
+ids per turn). Per engine call:
+
+1. `prepare(request_messages, tools)` returns the prompt ids: the stored ids
+   merged with the appended messages (the first turn renders from scratch).
+   A request that departs from the stored history is a retry: the session
+   rolls back to the last generated checkpoint inside the matching prefix,
+   discarding at most `max_rollback_steps` (default 1) generated turns.
+2. `update(request_messages, assistant_message, prompt_ids, completion_ids)`
+   checks the stored ids are a prefix of prompt + completion (less up to the
+   family's `max_trim_tokens`) and records the new checkpoint.
+3. `mismatch()` compares the accumulated ids with a fresh render of the
+   history: the reference's mismatch list; `diagnose()` says which role,
+   message and kind each difference is.
+
+Example:
+    >>> traj = Trajectory(get_tito_tokenizer(tok, "qwen3"))  # doctest: +SKIP
+    >>> prompt = traj.prepare(messages, tools)  # doctest: +SKIP
+    >>> traj.update(messages, reply, prompt, completion_ids)  # doctest: +SKIP
+    >>> traj.mismatch()  # doctest: +SKIP
+    []
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
+from tito_fast.families import TitoTokenizer
+from tito_fast.messages import Matcher, _call, check_append_only, resolve_matcher
+
+
+class RollbackError(ValueError):
+    """A retried request would discard more generated turns than allowed."""
+
+
+class Trajectory:
+    """Messages and checkpointed ids of one session (see the module doc).
+
+    Args:
+        tito: the family bound to the tokenizer (`get_tito_tokenizer`).
+        matcher: message matcher for history checks (default: the family's).
+        max_rollback_steps: generated turns a retry may discard.
+    """
+
+    def __init__(self, tito: TitoTokenizer, *, matcher: str | Matcher | None = None, max_rollback_steps: int = 1) -> None:
+        if max_rollback_steps < 0:
+            raise ValueError("max_rollback_steps must be >= 0")
+        self.tito = tito
+        self.matcher: Matcher = resolve_matcher(matcher if matcher is not None else tito.matcher)
+        self.max_rollback_steps = max_rollback_steps
+        self.messages: list[dict[str, Any]] = []
+        self.buffer = TokenBuffer()
+        self.tools: list[dict[str, Any]] | None = None
+        self._ends: list[int] = []  # message count after each generated turn (one per checkpoint)
+        self._comparator: Any = None
+
+    @property
+    def num_turns(self) -> int:
+        """Generated assistant turns stored."""
+        return len(self._ends)
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The stored ids (a new list; `buffer.to_numpy()` gives a zero-copy view)."""
+        return self.buffer.to_list()
+
+    def _rollback_for(self, request: list[dict[str, Any]]) -> None:
+        stored = self.messages
+        if not stored or not self._ends:
+            return
+        match = 0
+        for s, r in zip(stored, request):
+            if not _call(self.matcher, s, r):
+                break
+            match += 1
+        if match >= len(stored):
+            return
+        keep = sum(1 for end in self._ends if end <= match)  # checkpoints inside the matching prefix
+        discard = len(self._ends) - keep
+        if discard > self.max_rollback_steps:
+            raise RollbackError(
+                f"the request departs from the stored history at message {match}, which would discard "
+                f"{discard} generated turns (at most {self.max_rollback_steps} allowed); stored "
+                f"{len(stored)} messages, request {len(request)}"
+            )
+        self.buffer.rollback(discard)
+        self._ends = self._ends[:keep]
+        self.messages = stored[: self._ends[-1]] if self._ends else []
+
+    def prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """The prompt ids for this request (rolls back first when it is a retry)."""
+        self._rollback_for(request_messages)
+        self.tools = tools
+        if not self._ends:
+            text = self.tito.apply_chat_template(request_messages, add_generation_prompt=True, tools=tools)
+            return list(self.tito.tokenizer.encode(text, add_special_tokens=False))
+        check_append_only(self.messages, request_messages, self.tito.allowed_append_roles, self.matcher)
+        effective = self.messages + request_messages[len(self.messages) :]
+        return self.tito.merge_tokens(self.messages, effective, self.buffer, tools)
+
+    def update(
+        self,
+        request_messages: list[dict[str, Any]],
+        assistant_message: dict[str, Any],
+        prompt_ids: Any,
+        completion_ids: Any,
+    ) -> None:
+        """Record a generated turn; `PrefixMismatchError` when the stored ids are not its prefix."""
+        new = list(prompt_ids) + list(completion_ids)
+        stored_len = len(self.buffer)
+        if stored_len:
+            check_prefix(self.buffer, new, max_trim_tokens=self.tito.max_trim_tokens)
+            keep = min(common_prefix_len(self.buffer, new), stored_len)
+            if keep < stored_len:
+                self.buffer.replace_last(stored_len - keep, new[keep:])
+            else:
+                self.buffer.extend(new[stored_len:])
+        else:
+            self.buffer.extend(new)
+        self.buffer.checkpoint()
+        self.messages = self.messages + request_messages[len(self.messages) :] + [assistant_message]
+        self._ends.append(len(self.messages))
+
+    def expected_ids(self, tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """A fresh render of the stored history (no generation prompt)."""
+        return self.tito.render_ids(self.messages, tools if tools is not None else self.tools)
+
+    def comparator(self) -> Any:
+        if self._comparator is None:
+            self._comparator = self.tito.create_comparator()
+        return self._comparator
+
+    def mismatch(self, tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
+        """The reference's mismatch list (`to_dict()`s) of the stored ids against a fresh render; None when empty."""
+        if not len(self.buffer):
+            return None
+        return [m.to_dict() for m in self.comparator().compare_sequences(self.expected_ids(tools), self.buffer)]
+
+    def diagnose(self, tools: list[dict[str, Any]] | None = None) -> Any:
+        """`TokenSeqComparator.diagnose` of the stored ids against a fresh render."""
+        return self.comparator().diagnose(self.expected_ids(tools), self.buffer)
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def __repr__(self) -> str:
+        return f"Trajectory(family={self.tito.family!r}, turns={self.num_turns}, ids={len(self.buffer)})"
