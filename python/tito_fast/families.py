@@ -348,6 +348,7 @@ class TitoTokenizer:
             tool_policy=self.tool_policy,
             backend=self.backend,
             arguments=self.config.arguments,
+            none_keys="drop",  # the jinja backend then renders as transformers does
             **self.chat_template_kwargs,
         )
 
@@ -454,8 +455,10 @@ def get_tito_tokenizer(
             `FamilyConfig.from_dict` (a format nobody ships).
         chat_template_kwargs: extra template kwargs; a value that conflicts
             with one the family pins is an error.
-        options: `tool_policy`, `matcher`, `backend`, `chat_template` (a
-            template text replacing the tokenizer's, e.g. a fixed one).
+        options: `tool_policy`, `matcher`, `backend` ("hf": the tokenizer's
+            `apply_chat_template`; "jinja": our environment, same output,
+            faster), `chat_template` (a template text replacing the
+            tokenizer's, e.g. a fixed one).
 
     Example:
         >>> tito = get_tito_tokenizer(tok, "glm47")  # doctest: +SKIP

@@ -57,7 +57,7 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
         >>> normalize_messages(m)[0]["tool_calls"][0]["function"]["arguments"]
         {'a': 1}
     """
-    out = copy.deepcopy(messages)
+    out = _plain_copy(messages)
     for i, msg in enumerate(out):
         if not isinstance(msg, dict):
             raise RenderError(f"messages[{i}] is a {type(msg).__name__}, not a dict")
@@ -83,6 +83,21 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
             elif arguments == "json" and isinstance(args, dict):
                 func["arguments"] = json.dumps(args, ensure_ascii=False)
     return out
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of nested dicts and lists (the leaves are shared: they are immutable
+    scalars in chat messages); much cheaper than `copy.deepcopy`."""
+    t = type(value)
+    if t is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if t is list:
+        return [_plain_copy(v) for v in value]
+    if t is tuple:
+        return tuple(_plain_copy(v) for v in value)
+    if t in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sglang") -> list[dict[str, Any]] | None:
@@ -139,6 +154,7 @@ def render(
     tool_policy: ToolPolicy = "sglang",
     backend: Backend = "hf",
     arguments: Literal["dict", "json"] = "dict",
+    none_keys: Literal["keep", "drop"] = "keep",
     **template_kwargs: Any,
 ) -> str:
     """The rendered text of `messages` (never tokenized here).
@@ -152,6 +168,9 @@ def render(
         backend: "hf" (the tokenizer's `apply_chat_template`) or "jinja".
         arguments: tool-call arguments as "dict" (most templates) or "json"
             strings (templates that concatenate them, e.g. DeepSeek V3.1).
+        none_keys: the jinja backend keeps message keys whose value is None
+            ("keep") or drops them as transformers 5 does ("drop": then both
+            backends render alike, the jinja one faster).
         template_kwargs: extra template variables (`enable_thinking`, ...).
     """
     msgs = normalize_messages(messages, arguments)
@@ -173,7 +192,7 @@ def render(
             variables = {**_special_tokens(tokenizer), **template_kwargs}
             return str(
                 _compile(template).render(
-                    messages=_alias_reasoning(msgs),
+                    messages=_alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs)),
                     tools=defs,
                     documents=None,
                     add_generation_prompt=add_generation_prompt,
@@ -209,6 +228,10 @@ def _template_of(tokenizer: Any) -> str:
 
 def _special_tokens(tokenizer: Any) -> dict[str, Any]:
     return dict(getattr(tokenizer, "special_tokens_map", {}) or {})
+
+
+def _drop_none(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if v is not None} for m in messages]
 
 
 def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -248,8 +271,31 @@ def _compile(template: str) -> Any:
     def strftime_now(fmt: str) -> str:
         return datetime.now().strftime(fmt)
 
+    dict_attributes = frozenset(dir(dict))
+    # Public str methods; the sandbox allows them all and wraps only these two.
+    str_methods = frozenset(a for a in dir(str) if not a.startswith("_")) - {"format", "format_map"}
+
+    class Sandbox(SandboxedEnvironment):
+        """The sandbox, with a fast path for `message.role`-style lookups.
+
+        Jinja tries the attribute first and the item second; on a plain dict
+        every name that is not a dict method is an item, so it is read
+        directly (same result, without raising AttributeError first).
+        """
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            t = type(obj)
+            if t is dict and attribute not in dict_attributes:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    return self.undefined(obj=obj, name=attribute)
+            if t is str and attribute in str_methods:
+                return getattr(obj, attribute)
+            return super().getattr(obj, attribute)
+
     # A (mutable) sandbox: some templates build lists with `.append`.
-    env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
+    env = Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
