@@ -37,7 +37,7 @@ def _run(traj: Trajectory, messages: list[dict[str, Any]], stop: Any = None) -> 
         if msg["role"] != "assistant" or k == 0:
             continue
         request = messages[:k]
-        prompt = traj.prepare(request, TOOLS)
+        prompt = traj.prepare(request, TOOLS).tolist()
         nxt = messages[k + 1]["role"] if k + 1 < len(messages) else None
         completion = _completion(traj.tito, request, msg, stop(nxt) if stop else None)
         traj.update(request, msg, prompt, completion)
@@ -89,7 +89,7 @@ def test_retry_rolls_back_one_turn() -> None:
     first = messages[:2]
     traj2 = Trajectory(tito)
     _run(traj2, messages[:3])
-    assert traj2.prepare(first, TOOLS) == list(tito.tokenizer.encode(tito.apply_chat_template(first, add_generation_prompt=True, tools=TOOLS), add_special_tokens=False))
+    assert traj2.prepare(first, TOOLS).tolist() == list(tito.tokenizer.encode(tito.apply_chat_template(first, add_generation_prompt=True, tools=TOOLS), add_special_tokens=False))
     assert traj2.num_turns == 0 and len(traj2) == 0
 
 
@@ -115,7 +115,7 @@ def test_prefix_mismatch_and_append_only_errors() -> None:
     _run(traj, messages[:3])
     request = messages[:5]
     prompt = traj.prepare(request, TOOLS)
-    bad = list(prompt)
+    bad = prompt.tolist()
     bad[10] += 1
     with pytest.raises(PrefixMismatchError) as e:
         traj.update(request, messages[5], bad, [1, 2])

@@ -317,6 +317,11 @@ class TitoTokenizer:
         self.chat_template: str | None = config.chat_template
         if self.chat_template is None and config.template_patches:
             self.chat_template = patch_template(_own_template(tokenizer, config.name), config.template_patches, config.name)
+        # A transformers fast tokenizer encodes exactly as its backend does
+        # unless it splits special tokens itself.
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        plain = not getattr(tokenizer, "split_special_tokens", False)
+        self._backend: Any = backend if backend is not None and plain and hasattr(backend, "encode") else None
         self._base_cache: OrderedDict[str, str] = OrderedDict()
         self._base_cache_size = base_cache_size
         self.renders = 0  # how many templates this object rendered (cache effect, for tests and benches)
@@ -352,10 +357,18 @@ class TitoTokenizer:
             **self.chat_template_kwargs,
         )
 
+    def encode(self, text: str) -> list[int]:
+        """`tokenizer.encode(text, add_special_tokens=False)`, calling the Rust
+        tokenizer directly when the tokenizer is a fast one (same ids, without
+        the batch machinery)."""
+        if self._backend is not None:
+            return list(self._backend.encode(text, add_special_tokens=False).ids)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
     def render_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
         """The canonical ids of a whole session (no generation prompt), as the session check renders them."""
         text = self.apply_chat_template(messages, add_generation_prompt=False, tools=tools)
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.encode(text)
 
     def _base_text(self, last: dict[str, Any], tools: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], str]:
         calls = last.get("tool_calls") or []
@@ -388,6 +401,12 @@ class TitoTokenizer:
         the base.
         """
         check_append_only(old_messages, new_messages, self.allowed_append_roles, self.matcher)
+        return self._incremental(old_messages, new_messages, tools)
+
+    def _incremental(
+        self, old_messages: list[dict[str, Any]], new_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> list[int]:
+        """`tokenize_additional_messages` once the history has been checked."""
         if not old_messages:
             raise FamilyError("old_messages is empty: there is no stored turn to extend")
         appended = new_messages[len(old_messages) :]
@@ -404,7 +423,7 @@ class TitoTokenizer:
                 f"rendered suffix diff failed for {roles}: the render with the appended messages departs from "
                 f"the base render at character {at} ({before[at:at + 40]!r} vs {after[at:at + 40]!r})"
             )
-        return list(self.tokenizer.encode(after[len(before) :], add_special_tokens=False))
+        return self.encode(after[len(before) :])
 
     def splice(self, prefix_ids: Any) -> Any:
         """The stored ids with the family's seam rule applied (nothing appended)."""

@@ -73,7 +73,9 @@ def _differing_field(stored: dict[str, Any], new: dict[str, Any], keys: Collecti
 
 def strict(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """Role, content, reasoning_content and tool_calls equal (None == "" == [])."""
-    return _differing_field(stored, new, TEMPLATE_KEYS) is None
+    # Equal dicts match under every built-in matcher: one C-level comparison
+    # settles the common case before any normalisation.
+    return stored is new or stored == new or _differing_field(stored, new, TEMPLATE_KEYS) is None
 
 
 class _BadJson(Exception):
@@ -166,6 +168,8 @@ def _call_matches(a: Any, b: Any) -> bool:
 
 def loose_tool_call(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """`strict`, or equal but for tool-call arguments that are the same JSON object."""
+    if stored is new or stored == new:
+        return True
     try:
         if strict(stored, new):
             return True
@@ -181,7 +185,7 @@ def loose_tool_call(stored: dict[str, Any], new: dict[str, Any]) -> bool:
 
 def role_content_only(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """Role and content equal (None == "" == []); everything else ignored."""
-    return _differing_field(stored, new, ("role", "content")) is None
+    return stored is new or stored == new or _differing_field(stored, new, ("role", "content")) is None
 
 
 MATCHERS: dict[str, Matcher] = {
@@ -215,6 +219,22 @@ def _call(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool
     return result
 
 
+def check_roles(stored_len: int, new: list[dict[str, Any]], allowed_roles: Collection[str] | None) -> None:
+    """`AppendOnlyError` unless every message of `new` after `stored_len` has an allowed role."""
+    if allowed_roles is None:
+        return
+    for i in range(stored_len, len(new)):
+        role = new[i].get("role")
+        if role not in allowed_roles:
+            raise AppendOnlyError(
+                f"message {i} appends role {role!r}, which this family cannot render append-only "
+                f"(allowed: {sorted(allowed_roles)})",
+                index=i,
+                field="role",
+                new=new[i],
+            )
+
+
 def check_append_only(
     stored: list[dict[str, Any]],
     new: list[dict[str, Any]],
@@ -242,17 +262,7 @@ def check_append_only(
                 stored=s,
                 new=n,
             )
-    if allowed_roles is not None:
-        for i in range(len(stored), len(new)):
-            role = new[i].get("role")
-            if role not in allowed_roles:
-                raise AppendOnlyError(
-                    f"message {i} appends role {role!r}, which this family cannot render append-only "
-                    f"(allowed: {sorted(allowed_roles)})",
-                    index=i,
-                    field="role",
-                    new=new[i],
-                )
+    check_roles(len(stored), new, allowed_roles)
 
 
 def _short(value: Any, limit: int = 80) -> str:

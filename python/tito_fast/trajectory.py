@@ -29,9 +29,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
 from tito_fast.families import TitoTokenizer
-from tito_fast.messages import Matcher, _call, check_append_only, resolve_matcher
+from tito_fast.messages import MATCHERS, Matcher, _call, check_append_only, check_roles, resolve_matcher
+
+
+BUILTIN = tuple(MATCHERS.values())
 
 
 class RollbackError(ValueError):
@@ -69,17 +75,21 @@ class Trajectory:
         """The stored ids (a new list; `buffer.to_numpy()` gives a zero-copy view)."""
         return self.buffer.to_list()
 
-    def _rollback_for(self, request: list[dict[str, Any]]) -> None:
+    def _rollback_for(self, request: list[dict[str, Any]]) -> bool:
+        """Roll back when `request` departs from the stored history; True when it
+        repeats the whole stored history (then it needs no second check)."""
         stored = self.messages
         if not stored or not self._ends:
-            return
+            return False
+        if self.matcher in BUILTIN and request[: len(stored)] == stored:
+            return True  # equal messages match under every built-in matcher: one C-level comparison
         match = 0
         for s, r in zip(stored, request):
             if not _call(self.matcher, s, r):
                 break
             match += 1
         if match >= len(stored):
-            return
+            return True
         keep = sum(1 for end in self._ends if end <= match)  # checkpoints inside the matching prefix
         discard = len(self._ends) - keep
         if discard > self.max_rollback_steps:
@@ -91,17 +101,28 @@ class Trajectory:
         self.buffer.rollback(discard)
         self._ends = self._ends[:keep]
         self.messages = stored[: self._ends[-1]] if self._ends else []
+        return False
 
-    def prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        """The prompt ids for this request (rolls back first when it is a retry)."""
-        self._rollback_for(request_messages)
+    def prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> npt.NDArray[np.uint32]:
+        """The prompt ids for this request as a uint32 array (`.tolist()` for a
+        list); rolls back first when the request is a retry.
+
+        Raises `AppendOnlyError` (history not repeated, or a role the family
+        cannot append) and `RollbackError`.
+        """
+        repeats = self._rollback_for(request_messages)
         self.tools = tools
         if not self._ends:
             text = self.tito.apply_chat_template(request_messages, add_generation_prompt=True, tools=tools)
-            return list(self.tito.tokenizer.encode(text, add_special_tokens=False))
-        check_append_only(self.messages, request_messages, self.tito.allowed_append_roles, self.matcher)
+            return np.asarray(self.tito.encode(text), dtype=np.uint32)
+        if repeats:  # the rollback scan already matched every stored message
+            check_roles(len(self.messages), request_messages, self.tito.allowed_append_roles)
+        else:
+            check_append_only(self.messages, request_messages, self.tito.allowed_append_roles, self.matcher)
         effective = self.messages + request_messages[len(self.messages) :]
-        return self.tito.merge_tokens(self.messages, effective, self.buffer, tools)
+        incremental = self.tito._incremental(self.messages, effective, tools)
+        merged: npt.NDArray[np.uint32] = self.tito.merge_ids(self.buffer.to_numpy(), incremental)
+        return merged
 
     def update(
         self,
@@ -110,18 +131,26 @@ class Trajectory:
         prompt_ids: Any,
         completion_ids: Any,
     ) -> None:
-        """Record a generated turn; `PrefixMismatchError` when the stored ids are not its prefix."""
-        new = list(prompt_ids) + list(completion_ids)
-        stored_len = len(self.buffer)
+        """Record a generated turn; `PrefixMismatchError` when the stored ids,
+        less up to the family's `max_trim_tokens`, do not start prompt + completion.
+        Ids may be lists or arrays (arrays are read in place)."""
+        prompt = prompt_ids if isinstance(prompt_ids, np.ndarray) else np.asarray(prompt_ids, dtype=np.int64)
+        completion = completion_ids if isinstance(completion_ids, np.ndarray) else np.asarray(completion_ids, dtype=np.int64)
+        stored = self.buffer.to_numpy()
+        stored_len = len(stored)
+        trim = self.tito.max_trim_tokens
         if stored_len:
-            check_prefix(self.buffer, new, max_trim_tokens=self.tito.max_trim_tokens)
-            keep = min(common_prefix_len(self.buffer, new), stored_len)
-            if keep < stored_len:
-                self.buffer.replace_last(stored_len - keep, new[keep:])
-            else:
-                self.buffer.extend(new[stored_len:])
+            # The checked ids lie inside the prompt unless the prompt is shorter.
+            new = prompt if len(prompt) >= stored_len - trim else np.concatenate([prompt, completion])
+            check_prefix(stored, new, max_trim_tokens=trim)
+            keep = min(common_prefix_len(stored, new), stored_len)
         else:
-            self.buffer.extend(new)
+            keep = 0
+        tail = np.concatenate([prompt[keep:], completion]) if keep <= len(prompt) else completion[keep - len(prompt) :]
+        if keep < stored_len:
+            self.buffer.replace_last(stored_len - keep, tail)
+        else:
+            self.buffer.extend(tail)
         self.buffer.checkpoint()
         self.messages = self.messages + request_messages[len(self.messages) :] + [assistant_message]
         self._ends.append(len(self.messages))

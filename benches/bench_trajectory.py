@@ -1,0 +1,141 @@
+"""A whole agent session merged turn by turn: Trajectory vs the reference algorithm.
+
+Each turn the reference renders the synthetic base and base + appended
+messages, encodes the suffix, concatenates full lists, checks the prefix
+with list slices and keeps a full copy of the ids. tito_fast does the same
+work with one render when the base render is cached (it depends only on the
+last assistant's tool calls, the tools and the kwargs: here every turn calls
+a tool with new arguments, so the cache misses and both render twice; the
+`tito_fast_jinja` row renders with tito_fast's own environment), splices
+and checks in Rust, and keeps one TokenBuffer. Both must produce identical
+ids at every turn. Encoding the appended text costs the same in both and
+bounds the ratio.
+
+Per-turn cost = session time / turns. Memory of the 300-turn session: the
+reference's list copies (tracemalloc peak) vs the buffer's bytes, with the
+final ids as uint32 for scale.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from tito_fast import reference
+from tito_fast.families import get_tito_tokenizer
+from tito_fast.trajectory import Trajectory
+from benches.sessions import WORDS, tokenizer
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "run",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+        },
+    }
+]
+
+
+def agent_session(turns: int, seed: int = 0) -> list[dict[str, Any]]:
+    """system, user, then `turns` x (assistant with reasoning and a tool call, tool result), final answer."""
+    rng = random.Random(seed)
+    text = lambda n: " ".join(rng.choice(WORDS) for _ in range(n))  # noqa: E731
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": text(60)},
+    ]
+    for t in range(turns - 1):
+        call = {"id": f"call_{t}", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": text(6)})}}
+        msgs.append({"role": "assistant", "content": text(20), "reasoning_content": text(60), "tool_calls": [call]})
+        msgs.append({"role": "tool", "tool_call_id": f"call_{t}", "content": text(150)})
+    msgs.append({"role": "assistant", "content": text(40), "reasoning_content": text(30)})
+    return msgs
+
+
+def _completions(tito: Any, msgs: list[dict[str, Any]]) -> list[list[int]]:
+    """The ids the model generates for each assistant turn (its render, less the trailing newline)."""
+    out = []
+    for k, m in enumerate(msgs):
+        if m["role"] != "assistant":
+            continue
+        opener = tito.apply_chat_template(msgs[:k], add_generation_prompt=True, tools=TOOLS)
+        full = tito.apply_chat_template(msgs[: k + 1], add_generation_prompt=False, tools=TOOLS)
+        ids = list(tito.tokenizer.encode(full[len(opener) :], add_special_tokens=False))
+        while ids and ids[-1] in tito.trailing_token_ids:
+            ids.pop()
+        out.append(ids)
+    return out
+
+
+def requests(msgs: list[dict[str, Any]]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """(index of the assistant reply, the request's messages) per turn; each request
+    is a fresh parse, as a session server receives it (no object shared between turns)."""
+    return [(k, json.loads(json.dumps(msgs[:k]))) for k, m in enumerate(msgs) if m["role"] == "assistant"]
+
+
+def run_tito(tito: Any, msgs: list[dict[str, Any]], reqs: list[tuple[int, list[dict[str, Any]]]], completions: list[list[int]]) -> Trajectory:
+    tito._base_cache.clear()  # every round starts cold, as a new session with new tool calls would
+    traj = Trajectory(tito)
+    for turn, (k, request) in enumerate(reqs):
+        prompt = traj.prepare(request, TOOLS)
+        traj.update(request, msgs[k], prompt, completions[turn])
+    return traj
+
+
+def run_reference(
+    ref: reference.ReferenceTito, msgs: list[dict[str, Any]], reqs: list[tuple[int, list[dict[str, Any]]]], completions: list[list[int]]
+) -> list[list[int]]:
+    copies: list[list[int]] = []
+    stored: list[dict[str, Any]] = []
+    for turn, (k, request) in enumerate(reqs):
+        if not copies:
+            prompt = list(ref.tokenizer.encode(ref.render(request, TOOLS, True), add_special_tokens=False))
+        else:
+            prompt = ref.merge_tokens(stored, request, copies[-1], TOOLS)
+        all_ids = prompt + completions[turn]
+        if copies:
+            assert reference.check_prefix(copies[-1], all_ids) is None
+        copies.append(all_ids)
+        stored = request + [msgs[k]]
+    return copies
+
+
+@pytest.mark.parametrize("turns", [50, 300])
+@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "python"])
+def bench_trajectory(benchmark: Any, full_size: bool, turns: int, impl: str) -> None:
+    n = turns if full_size else 4
+    tok = tokenizer()
+    tito = get_tito_tokenizer(tok, "qwen3", backend="jinja" if impl == "tito_fast_jinja" else "hf")
+    msgs = agent_session(n)
+    completions = _completions(tito, msgs)
+    reqs = requests(msgs)
+    ref = reference.ReferenceTito(
+        tok, append_after=tito._append_after, template_kwargs=tito.chat_template_kwargs, chat_template=tito.chat_template
+    )
+    benchmark.group = f"trajectory {turns} turns (qwen3 agent session)"
+    benchmark.extra_info["turns"] = n
+    rounds = {"rounds": 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
+    if impl == "python":
+        copies = benchmark.pedantic(lambda: run_reference(ref, msgs, reqs, completions), **rounds)
+        final = copies[-1]
+        benchmark.extra_info["final_uint32_bytes"] = 4 * len(final)
+        tracemalloc.start()
+        run_reference(ref, msgs, reqs, completions)
+        benchmark.extra_info["bytes"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    else:
+        traj = benchmark.pedantic(lambda: run_tito(tito, msgs, reqs, completions), **rounds)
+        copies = run_reference(ref, msgs, reqs, completions)
+        final = copies[-1]
+        assert traj.token_ids == final
+        assert traj.buffer.checkpoints == [len(c) for c in copies]  # identical ids at every turn
+        benchmark.extra_info["bytes"] = traj.buffer.nbytes
+        benchmark.extra_info["final_uint32_bytes"] = 4 * len(final)
+        assert traj.buffer.nbytes <= 1.5 * 4 * len(final) + 4096
+        assert traj.mismatch() == []
