@@ -319,9 +319,9 @@ class TitoTokenizer:
             self.chat_template = patch_template(_own_template(tokenizer, config.name), config.template_patches, config.name)
         # A transformers fast tokenizer encodes exactly as its backend does
         # unless it splits special tokens itself.
-        backend = getattr(tokenizer, "backend_tokenizer", None)
+        rust_tok = getattr(tokenizer, "backend_tokenizer", None)
         plain = not getattr(tokenizer, "split_special_tokens", False)
-        self._backend: Any = backend if backend is not None and plain and hasattr(backend, "encode") else None
+        self._rust_tokenizer: Any = rust_tok if rust_tok is not None and plain and hasattr(rust_tok, "encode") else None
         self._base_cache: OrderedDict[str, str] = OrderedDict()
         self._base_cache_size = base_cache_size
         self.renders = 0  # how many templates this object rendered (cache effect, for tests and benches)
@@ -361,8 +361,8 @@ class TitoTokenizer:
         """`tokenizer.encode(text, add_special_tokens=False)`, calling the Rust
         tokenizer directly when the tokenizer is a fast one (same ids, without
         the batch machinery)."""
-        if self._backend is not None:
-            return list(self._backend.encode(text, add_special_tokens=False).ids)
+        if self._rust_tokenizer is not None:
+            return list(self._rust_tokenizer.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def render_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:

@@ -57,7 +57,7 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
         >>> normalize_messages(m)[0]["tool_calls"][0]["function"]["arguments"]
         {'a': 1}
     """
-    out = _plain_copy(messages)
+    out: list[dict[str, Any]] = _plain_copy(messages)
     for i, msg in enumerate(out):
         if not isinstance(msg, dict):
             raise RenderError(f"messages[{i}] is a {type(msg).__name__}, not a dict")
