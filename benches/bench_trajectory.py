@@ -45,7 +45,10 @@ TOOLS = [
 def agent_session(turns: int, seed: int = 0) -> list[dict[str, Any]]:
     """system, user, then `turns` x (assistant with reasoning and a tool call, tool result), final answer."""
     rng = random.Random(seed)
-    text = lambda n: " ".join(rng.choice(WORDS) for _ in range(n))  # noqa: E731
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(n))
+
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": text(60)},
