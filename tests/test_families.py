@@ -30,6 +30,7 @@ PAIRS = [
     ("qwen3", "default"),
     ("qwen3", "qwennext"),
     ("qwen3", "nemotron3"),
+    ("deepseek_v4", "deepseekv4"),  # DeepSeek's encoder module, no template
 ]
 
 
@@ -49,6 +50,7 @@ def _reference(tito: Any) -> ReferenceTito:
         diff=c.diff,
         arguments=c.arguments,
         chat_template=tito.chat_template,
+        encoder=tito.encoder,
     )
 
 
@@ -136,6 +138,10 @@ def test_family_attributes() -> None:
     assert k.tokenizer.convert_tokens_to_ids("<|im_end|>") in k.special_token_ids
     cmp = k.create_comparator()
     assert cmp._assistant_start_str == "<|im_assistant|>" and middle not in cmp._special_ids
+    with pytest.raises(FamilyError, match="encoding_dsv32.py, which is not in the tokenizer's directory"):
+        get_tito_tokenizer(_tok("deepseek_v4"), "deepseekv32")
+    v4 = get_tito_tokenizer(_tok("deepseek_v4"), "deepseekv4")
+    assert v4.encoder is not None and v4.max_trim_tokens == 0 and len(v4.trailing_token_ids) == 3
     assert set(FAMILIES) >= {"default", "qwen3", "qwen35", "qwennext", "nemotron3", "glm47", "kimi25", "kimi26",
                              "minimax_m25", "minimax_m27", "deepseekv32", "deepseekv4", "inkling", "llama3"}
 

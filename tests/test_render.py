@@ -101,3 +101,23 @@ def test_template_errors_are_render_errors() -> None:
     with pytest.raises(RenderError, match="TypeError"):
         render(_tok("deepseek_v31"), two_calls, tools=TOOLS)  # its template concatenates JSON strings
     assert "get_weather" in render(_tok("deepseek_v31"), two_calls, tools=TOOLS, arguments="json")
+
+
+def test_deepseek_v4_encoder() -> None:
+    from tito_fast import deepseek
+
+    tok = _tok("deepseek_v4")
+    path = deepseek.find_encoder(tok, "dsv4")
+    assert path is not None and deepseek.find_encoder(tok, "dsv32") is None
+    enc = deepseek.load_encoder(str(path))
+    msgs = [{"role": "user", "content": "hi"}]
+    with_prompt = render(tok, msgs, encoder=enc, add_generation_prompt=True, arguments="json")
+    without = render(tok, msgs, encoder=enc, arguments="json")
+    assert with_prompt == without + "<｜Assistant｜><think>" and without.startswith("<｜begin▁of▁sentence｜>")
+    chat = render(tok, msgs, encoder=enc, add_generation_prompt=True, arguments="json", thinking=False)
+    assert chat.endswith("<｜Assistant｜></think>")
+    assert "get_weather" in render(tok, msgs, encoder=enc, tools=TOOLS, arguments="json")
+    with pytest.raises(RenderError, match="takes no kwargs \\['clear_thinking'\\]"):
+        render(tok, msgs, encoder=enc, clear_thinking=False)
+    with pytest.raises(RenderError, match="does not exist"):
+        deepseek.load_encoder("/nonexistent/encoding_dsv4.py")

@@ -74,6 +74,9 @@ class FamilyConfig:
             (render the real old messages and the new ones: DeepSeek V4).
         chat_template: a template that replaces the tokenizer's.
         arguments: tool-call arguments as "dict" or "json" for the template.
+        encoder: "dsv4" or "dsv32": render with DeepSeek's encoder module
+            (`encoding_<encoder>.py` in the tokenizer's directory, or the
+            `encoder_path` option) instead of a chat template.
         template_patches: `(find, replace)` edits that make the tokenizer's
             own template append-only (each `find` must occur exactly once);
             applied unless `chat_template` is given.
@@ -93,6 +96,7 @@ class FamilyConfig:
     chat_template: str | None = None
     arguments: Literal["dict", "json"] = "dict"
     template_patches: tuple[tuple[str, str], ...] = ()
+    encoder: Literal["", "dsv4", "dsv32"] = ""
 
     def __post_init__(self) -> None:
         bad = set(self.allowed_roles) - ALL_ROLES
@@ -198,13 +202,13 @@ FAMILIES: dict[str, FamilyConfig] = {
     ),
     "deepseekv32": FamilyConfig(
         "deepseekv32", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
-        template_kwargs={"drop_thinking": False}, arguments="json",
+        template_kwargs={"drop_thinking": False}, arguments="json", encoder="dsv32",
     ),
     "deepseekv4": FamilyConfig(
         "deepseekv4", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
         trailing=("<｜Assistant｜>", "<think>", "</think>"), diff="history",
         template_kwargs={"drop_thinking": False}, allowed_roles=frozenset({"tool", "user", "assistant"}),
-        arguments="json",
+        arguments="json", encoder="dsv4",
     ),
     "inkling": FamilyConfig(
         "inkling", assistant_start_str="<|message_model|>",
@@ -280,6 +284,7 @@ class TitoTokenizer:
         matcher: str | Matcher = "strict",
         backend: Literal["hf", "jinja"] = "hf",
         base_cache_size: int = 64,
+        encoder_path: str | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.config = config
@@ -314,6 +319,17 @@ class TitoTokenizer:
             _single_id(tokenizer, t, f"family {config.name} drop_last_if_in") for t in config.drop_last_if_in
         )
         self.special_token_ids: set[int] | None = self._boundary()
+        self.encoder: Any = None
+        if config.encoder:
+            from tito_fast.deepseek import find_encoder, load_encoder
+
+            path = encoder_path or find_encoder(tokenizer, config.encoder)
+            if path is None:
+                raise FamilyError(
+                    f"family {config.name!r} renders with DeepSeek's encoding_{config.encoder}.py, which is not in "
+                    f"the tokenizer's directory; pass encoder_path="
+                )
+            self.encoder = load_encoder(str(path))
         self.chat_template: str | None = config.chat_template
         if self.chat_template is None and config.template_patches:
             self.chat_template = patch_template(_own_template(tokenizer, config.name), config.template_patches, config.name)
@@ -354,6 +370,8 @@ class TitoTokenizer:
             backend=self.backend,
             arguments=self.config.arguments,
             none_keys="drop",  # the jinja backend then renders as transformers does
+            encoder=self.encoder,
+            encoder_version=self.config.encoder or "dsv4",
             **self.chat_template_kwargs,
         )
 
@@ -474,7 +492,8 @@ def get_tito_tokenizer(
             `FamilyConfig.from_dict` (a format nobody ships).
         chat_template_kwargs: extra template kwargs; a value that conflicts
             with one the family pins is an error.
-        options: `tool_policy`, `matcher`, `backend` ("hf": the tokenizer's
+        options: `tool_policy`, `matcher`, `encoder_path` (DeepSeek V3.2/V4's
+            encoder module), `backend` ("hf": the tokenizer's
             `apply_chat_template`; "jinja": our environment, same output,
             faster), `chat_template` (a template text replacing the
             tokenizer's, e.g. a fixed one).

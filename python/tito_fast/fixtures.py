@@ -6,7 +6,8 @@ against a pinned sha256 before use, and the results are cached under
 `~/.cache/tito_fast` (or `$TITO_FAST_CACHE`). A failed download or a hash
 mismatch raises; nothing is skipped silently.
 
-Families: qwen3, qwen35, deepseek_v3, deepseek_v31, glm47, minimax_m27, and
+Families: qwen3, qwen35, deepseek_v3, deepseek_v31, deepseek_v4 (with
+DeepSeek's encoder module instead of a template), glm47, minimax_m27, and
 llama31 (Meta's tiktoken ranks rebuilt as tokenizer.json, with the Llama
 3.1 template from the llama-cpp-python sdist), and kimi_k2 (Kimi K2's
 templates on a byte-level vocabulary with Kimi's special tokens added).
@@ -110,6 +111,20 @@ FAMILIES: dict[str, Family] = {
                 "deepseek-v3.1",
                 "tokenizer_config.json",
                 "f3d66f405ce0315c754a3cc041f13be863fefcd62c240068098efdbd1924f8b5",
+            ),
+        }
+    ),
+    # DeepSeek V4 ships no Jinja template: DeepSeek's own encoder module
+    # (encoding_dsv4.py, MIT) renders its prompts; tito_fast loads it from the
+    # tokenizer directory at run time.
+    "deepseek_v4": Family(
+        {
+            "tokenizer.json": _tok("deepseek-v4", "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"),
+            "tokenizer_config.json": _file(
+                "deepseek-v4", "tokenizer_config.json", "6ac8c8dc065ed118161d02dd532749ae3f52c243deac27872134fae2f50d8547"
+            ),
+            "encoding_dsv4.py": _file(
+                "deepseek-v4", "encoding_dsv4.py", "bdbd57c132a1b3725042323d02b98b9d1df28e5f388f134399555d041f5055e0"
             ),
         }
     ),

@@ -273,8 +273,10 @@ class ReferenceTito:
         diff: str = "dummy",
         arguments: str = "dict",
         chat_template: str | None = None,
+        encoder: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
+        self.encoder = encoder  # DeepSeek V4's encoding module instead of a template
         self.append_after = append_after
         self.drop_last_if_in = set(drop_last_if_in)
         self.allowed_roles = set(allowed_roles)
@@ -298,6 +300,16 @@ class ReferenceTito:
                         f["arguments"] = json.loads(f["arguments"])
                     if self.arguments == "json" and isinstance(f.get("arguments"), dict):
                         f["arguments"] = json.dumps(f["arguments"], ensure_ascii=False)
+        if self.encoder is not None:
+            if tools:
+                if not msgs or msgs[0]["role"] != "system":
+                    msgs.insert(0, {"role": "system", "content": ""})
+                msgs[0]["tools"] = reference_tools(tools)
+            text = str(self.encoder.encode_messages(msgs, thinking_mode="thinking", **self.template_kwargs))
+            opener = "<｜Assistant｜>" + self.encoder.thinking_start_token
+            if not gen and msgs and msgs[-1]["role"] in ("user", "tool") and text.endswith(opener):
+                text = text[: -len(opener)]
+            return text
         text = self.tokenizer.apply_chat_template(
             msgs, tools=reference_tools(tools), add_generation_prompt=gen, tokenize=False,
             chat_template=self.chat_template, **self.template_kwargs,

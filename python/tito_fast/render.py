@@ -155,6 +155,8 @@ def render(
     backend: Backend = "hf",
     arguments: Literal["dict", "json"] = "dict",
     none_keys: Literal["keep", "drop"] = "keep",
+    encoder: Any = None,
+    encoder_version: str = "dsv4",
     **template_kwargs: Any,
 ) -> str:
     """The rendered text of `messages` (never tokenized here).
@@ -171,9 +173,23 @@ def render(
         none_keys: the jinja backend keeps message keys whose value is None
             ("keep") or drops them as transformers 5 does ("drop": then both
             backends render alike, the jinja one faster).
+        encoder: a DeepSeek encoder module (`tito_fast.deepseek`) that
+            renders instead of a template; `encoder_version` "dsv4"/"dsv32".
         template_kwargs: extra template variables (`enable_thinking`, ...).
     """
     msgs = normalize_messages(messages, arguments)
+    if encoder is not None:
+        from tito_fast.deepseek import render_with_encoder
+
+        return render_with_encoder(
+            encoder,
+            msgs,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            tool_policy=tool_policy,
+            version=encoder_version,
+            **template_kwargs,
+        )
     tool_defs = canonical_tools(tools, tool_policy)
 
     def once(defs: list[dict[str, Any]] | None) -> str:
