@@ -7,7 +7,7 @@ against a pinned sha256 before use, and the results are cached under
 mismatch raises; nothing is skipped silently.
 
 Families: qwen3, qwen35, deepseek_v3, deepseek_v31, deepseek_v4 (with
-DeepSeek's encoder module instead of a template), glm47, minimax_m27, and
+DeepSeek's encoder module instead of a template), glm47, minimax_m27, nemotron3 (NVIDIA's template on the Qwen3 vocabulary), and
 llama31 (Meta's tiktoken ranks rebuilt as tokenizer.json, with the Llama
 3.1 template from the llama-cpp-python sdist), and kimi_k2 (Kimi K2's
 templates on a byte-level vocabulary with Kimi's special tokens added).
@@ -173,6 +173,23 @@ FAMILIES: dict[str, Family] = {
         },
         build="llama3",
     ),
+    # NVIDIA Nemotron 3's tokenizer is on no registry here: its real template
+    # (ChatML markers, truncate_history_thinking) on the Qwen3 vocabulary,
+    # whose <|im_start|> / <|im_end|> are the same boundary tokens.
+    "nemotron3": Family(
+        {
+            "tokenizer.json": _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
+            "tokenizer_config.json": _file(
+                "qwen-3", "tokenizer_config.json", "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101"
+            ),
+            "chat_template.jinja": FileSpec(
+                f"{_TEMPLATES}/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
+                "ab7813c3abdd9cb655905a410728b26c7884eca45ddfab8d9f931553485a7862",
+                artefact=LLAMA_CPP,
+            ),
+        },
+        build="template_file",
+    ),
     # Kimi K2's tokenizer is on no registry here: its templates with the
     # Qwen3 byte-level vocabulary plus Kimi's special tokens, which is what
     # its segmentation and role rules depend on.
@@ -293,6 +310,11 @@ def tokenizer_dir(family: str) -> Path:
         _build_llama3(target)
     elif spec.build == "kimi":
         _build_kimi(target)
+    elif spec.build == "template_file":
+        # chat_template.jinja replaces the config's template (transformers reads it first).
+        config = json.loads((target / "tokenizer_config.json").read_text(encoding="utf-8"))
+        config.pop("chat_template", None)
+        _atomic_write(target / "tokenizer_config.json", json.dumps(config, ensure_ascii=False, indent=1).encode())
     _atomic_write(done, _fingerprint(spec).encode())
     return target
 
