@@ -1,17 +1,19 @@
-"""A whole agent session merged turn by turn: Trajectory vs the reference algorithm.
+"""Whole sessions merged turn by turn: Trajectory vs the reference algorithm.
 
 Each turn the reference renders the synthetic base and base + appended
 messages, encodes the suffix, concatenates full lists, checks the prefix
 with list slices and keeps a full copy of the ids. tito_fast does the same
 work with one render when the base render is cached (it depends only on the
-last assistant's tool calls, the tools and the kwargs: here every turn calls
-a tool with new arguments, so the cache misses and both render twice; the
+last assistant's tool calls, the tools and the kwargs; the
 `tito_fast_jinja` row renders with tito_fast's own environment), splices
 and checks in Rust, and keeps one TokenBuffer. Both must produce identical
 ids at every turn. Encoding the appended text costs the same in both and
 bounds the ratio.
 
-Per-turn cost = session time / turns. Memory of the 300-turn session: the
+Two workloads: an agent session (a tool call with new arguments every turn:
+the cached base never hits) and a chat session (the assistant answers, a
+user follows: the base is the same every turn, so tito_fast renders once per
+turn). Per-turn cost = session time / turns. Memory of the 300-turn session: the
 reference's list copies (tracemalloc peak) vs the buffer's bytes, with the
 final ids as uint32 for scale.
 """
@@ -42,8 +44,9 @@ TOOLS = [
 ]
 
 
-def agent_session(turns: int, seed: int = 0) -> list[dict[str, Any]]:
-    """system, user, then `turns` x (assistant with reasoning and a tool call, tool result), final answer."""
+def agent_session(turns: int, seed: int = 0, tool_calls: bool = True) -> list[dict[str, Any]]:
+    """system, user, then `turns` x (assistant with reasoning and a tool call, tool result), final answer;
+    with `tool_calls=False` a chat: the assistant answers and a user message follows."""
     rng = random.Random(seed)
 
     def text(n: int) -> str:
@@ -54,6 +57,10 @@ def agent_session(turns: int, seed: int = 0) -> list[dict[str, Any]]:
         {"role": "user", "content": text(60)},
     ]
     for t in range(turns - 1):
+        if not tool_calls:
+            msgs.append({"role": "assistant", "content": text(80), "reasoning_content": text(60)})
+            msgs.append({"role": "user", "content": text(90)})
+            continue
         call = {"id": f"call_{t}", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": text(6)})}}
         msgs.append({"role": "assistant", "content": text(20), "reasoning_content": text(60), "tool_calls": [call]})
         msgs.append({"role": "tool", "tool_call_id": f"call_{t}", "content": text(150)})
@@ -109,21 +116,23 @@ def run_reference(
     return copies
 
 
+@pytest.mark.parametrize("session", ["agent", "chat"])
 @pytest.mark.parametrize("turns", [50, 300])
 @pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "python"])
-def bench_trajectory(benchmark: Any, full_size: bool, turns: int, impl: str) -> None:
+def bench_trajectory(benchmark: Any, full_size: bool, session: str, turns: int, impl: str) -> None:
     n = turns if full_size else 4
     tok = tokenizer()
     tito = get_tito_tokenizer(tok, "qwen3", backend="jinja" if impl == "tito_fast_jinja" else "hf")
-    msgs = agent_session(n)
+    msgs = agent_session(n, tool_calls=session == "agent")
     completions = _completions(tito, msgs)
     reqs = requests(msgs)
     ref = reference.ReferenceTito(
         tok, append_after=tito._append_after, template_kwargs=tito.chat_template_kwargs, chat_template=tito.chat_template
     )
-    benchmark.group = f"trajectory {turns} turns (qwen3 agent session)"
+    kind = "agent session, a tool call per turn" if session == "agent" else "chat session, no tool calls"
+    benchmark.group = f"trajectory {turns} turns ({kind})"
     benchmark.extra_info["turns"] = n
-    rounds = {"rounds": 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
+    rounds = {"rounds": 5 if n <= 50 else 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
     if impl == "python":
         copies = benchmark.pedantic(lambda: run_reference(ref, msgs, reqs, completions), **rounds)
         final = copies[-1]
