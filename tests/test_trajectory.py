@@ -144,3 +144,34 @@ def test_drift_is_reported_with_role_and_kind() -> None:
     assert traj.mismatch() == []  # same text: invisible to the reference
     items = traj.diagnose().items
     assert [(i.kind, i.role) for i in items] == [("retokenization", "assistant")]
+
+
+def test_concurrent_calls_on_one_session() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    tito = get_tito_tokenizer(_tok("qwen3"), "qwen3")
+    _, messages = conversations(frozenset({"tool", "user"}))[1]
+    traj = Trajectory(tito)
+    _run(traj, messages[:6])
+    request = messages[:8]
+    want = traj.prepare(request, TOOLS).tolist()
+    with ThreadPoolExecutor(4) as pool:
+        prompts = list(pool.map(lambda _: traj.prepare(request, TOOLS).tolist(), range(8)))
+        checks = list(pool.map(lambda _: traj.mismatch(), range(4)))
+    assert all(p == want for p in prompts) and checks == [[]] * 4
+
+
+def test_sessions_in_parallel_threads_share_one_family() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    tito = get_tito_tokenizer(_tok("qwen3"), "qwen3")
+    _, messages = conversations(frozenset({"tool", "user"}))[1]
+    want = _run(Trajectory(tito), messages)[-1]
+
+    def one(_: int) -> list[int]:
+        traj = Trajectory(tito)
+        _run(traj, messages)
+        return traj.token_ids
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, range(6))) == [want] * 6

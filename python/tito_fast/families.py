@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -270,8 +271,8 @@ def _single_id(tokenizer: Any, name: str, what: str) -> int:
 class TitoTokenizer:
     """A family bound to a tokenizer: tokenizes appended messages and merges ids.
 
-    Made by `get_tito_tokenizer`. Thread-compatible: the base-render cache
-    is a small dict; share one per thread or guard it.
+    Made by `get_tito_tokenizer`. Thread-safe: the base-render cache is
+    guarded by a lock, rendering and encoding hold no shared state.
     """
 
     def __init__(
@@ -339,6 +340,7 @@ class TitoTokenizer:
         plain = not getattr(tokenizer, "split_special_tokens", False)
         self._rust_tokenizer: Any = rust_tok if rust_tok is not None and plain and hasattr(rust_tok, "encode") else None
         self._base_cache: OrderedDict[str, str] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self._base_cache_size = base_cache_size
         self.renders = 0  # how many templates this object rendered (cache effect, for tests and benches)
 
@@ -398,14 +400,16 @@ class TitoTokenizer:
             {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": calls},
         ]
         key = json.dumps([calls, tools], sort_keys=True, default=repr)
-        text = self._base_cache.get(key)
-        if text is None:
-            text = self.apply_chat_template(base, add_generation_prompt=False, tools=tools)
+        with self._cache_lock:
+            text = self._base_cache.get(key)
+            if text is not None:
+                self._base_cache.move_to_end(key)
+                return base, text
+        text = self.apply_chat_template(base, add_generation_prompt=False, tools=tools)  # outside the lock
+        with self._cache_lock:
             self._base_cache[key] = text
             if len(self._base_cache) > self._base_cache_size:
                 self._base_cache.popitem(last=False)
-        else:
-            self._base_cache.move_to_end(key)
         return base, text
 
     def tokenize_additional_messages(

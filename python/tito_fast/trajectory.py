@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import threading
+
 import numpy as np
 import numpy.typing as npt
 
@@ -49,6 +51,8 @@ class Trajectory:
 
     Args:
         tito: the family bound to the tokenizer (`get_tito_tokenizer`).
+            Calls on one Trajectory are serialised by a lock; one family
+            object may serve many sessions and threads.
         matcher: message matcher for history checks (default: the family's).
         max_rollback_steps: generated turns a retry may discard.
     """
@@ -64,6 +68,8 @@ class Trajectory:
         self.tools: list[dict[str, Any]] | None = None
         self._ends: list[int] = []  # message count after each generated turn (one per checkpoint)
         self._comparator: Any = None
+        # One call at a time per session (a session server may get a retry while a turn is in flight).
+        self._lock = threading.RLock()
 
     @property
     def num_turns(self) -> int:
@@ -110,6 +116,10 @@ class Trajectory:
         Raises `AppendOnlyError` (history not repeated, or a role the family
         cannot append) and `RollbackError`.
         """
+        with self._lock:
+            return self._prepare(request_messages, tools)
+
+    def _prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> npt.NDArray[np.uint32]:
         repeats = self._rollback_for(request_messages)
         self.tools = tools
         if not self._ends:
@@ -134,6 +144,12 @@ class Trajectory:
         """Record a generated turn; `PrefixMismatchError` when the stored ids,
         less up to the family's `max_trim_tokens`, do not start prompt + completion.
         Ids may be lists or arrays (arrays are read in place)."""
+        with self._lock:
+            self._update(request_messages, assistant_message, prompt_ids, completion_ids)
+
+    def _update(
+        self, request_messages: list[dict[str, Any]], assistant_message: dict[str, Any], prompt_ids: Any, completion_ids: Any
+    ) -> None:
         prompt = prompt_ids if isinstance(prompt_ids, np.ndarray) else np.asarray(prompt_ids, dtype=np.int64)
         completion = completion_ids if isinstance(completion_ids, np.ndarray) else np.asarray(completion_ids, dtype=np.int64)
         stored = self.buffer.to_numpy()
@@ -160,19 +176,24 @@ class Trajectory:
         return self.tito.render_ids(self.messages, tools if tools is not None else self.tools)
 
     def comparator(self) -> Any:
+        """The family's comparator (made once)."""
         if self._comparator is None:
             self._comparator = self.tito.create_comparator()
         return self._comparator
 
     def mismatch(self, tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
         """The reference's mismatch list (`to_dict()`s) of the stored ids against a fresh render; None when empty."""
-        if not len(self.buffer):
-            return None
-        return [m.to_dict() for m in self.comparator().compare_sequences(self.expected_ids(tools), self.buffer)]
+        with self._lock:
+            if not len(self.buffer):
+                return None
+            expected, actual = self.expected_ids(tools), self.buffer.to_numpy()
+        return [m.to_dict() for m in self.comparator().compare_sequences(expected, actual)]
 
     def diagnose(self, tools: list[dict[str, Any]] | None = None) -> Any:
         """`TokenSeqComparator.diagnose` of the stored ids against a fresh render."""
-        return self.comparator().diagnose(self.expected_ids(tools), self.buffer)
+        with self._lock:
+            expected, actual = self.expected_ids(tools), self.buffer.to_numpy()
+        return self.comparator().diagnose(expected, actual)
 
     def __len__(self) -> int:
         return len(self.buffer)
