@@ -62,3 +62,13 @@ def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: An
     template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", str(config), "--template", str(template), "--quiet") == 0
+
+
+def test_verify_template_explains_deepseek_v3(capsys: Any) -> None:
+    # DeepSeek V3's own template is not append-only under the reference's
+    # synthetic-base merge (no TITO family registers it): verify-template must
+    # say so, decoding where the merged ids leave the full render.
+    assert cli("verify-template", "--tokenizer", "fixture:deepseek_v3", "--family", "default") == 1
+    out = capsys.readouterr().out
+    assert "default: 0 passed, 10 failed" in out
+    assert "<｜tool▁outputs▁end｜>" in out and "RenderDiffError" in out
