@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import array
 import os
 
-import numpy as np
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=100, deadline=None)

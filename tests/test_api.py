@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tito_fast
-from tito_fast import _core, reference
+from tito_fast import _core, families, messages, reference, render
 
 
 def _stub_text() -> str:
@@ -52,9 +52,10 @@ def test_stub_examples_run() -> None:
     assert runner.summarize(verbose=False).failed == 0
 
 
-@pytest.mark.parametrize("module", [tito_fast, reference])
+@pytest.mark.parametrize("module", [tito_fast, reference, messages, families, render])
 def test_module_examples_run(module: object) -> None:
-    assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0  # type: ignore[arg-type]
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
+    assert result.failed == 0 and result.attempted > 0
 
 
 def test_stubtest_agrees_with_the_extension() -> None:

@@ -15,7 +15,7 @@ from tito_fast import fixtures
 from tito_fast.families import FAMILIES, FamilyConfig, FamilyError, RenderDiffError, get_tito_tokenizer, patch_template
 from tito_fast.messages import AppendOnlyError
 from tito_fast.reference import ReferenceTito
-from tito_fast.verify import ROLE_SETS, TOOLS, conversations, replay, verify_family
+from tito_fast.verify import ROLE_SETS, TOOLS, conversations, verify_family
 
 # fixture tokenizer -> the family that renders it append-only
 PAIRS = [

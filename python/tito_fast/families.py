@@ -81,6 +81,10 @@ class FamilyConfig:
         template_patches: `(find, replace)` edits that make the tokenizer's
             own template append-only (each `find` must occur exactly once);
             applied unless `chat_template` is given.
+
+    Example:
+        >>> FamilyConfig.from_dict({"name": "k2v3", "trailing": ["<|ifm|im_end|>"]}).trailing
+        ('<|ifm|im_end|>',)
     """
 
     name: str
@@ -273,6 +277,11 @@ class TitoTokenizer:
 
     Made by `get_tito_tokenizer`. Thread-safe: the base-render cache is
     guarded by a lock, rendering and encoding hold no shared state.
+
+    Example:
+        >>> tito = get_tito_tokenizer(tok, "qwen3")  # doctest: +SKIP
+        >>> tito.merge_ids([7, 151645], [151644])  # the seam rule alone: a newline after <|im_end|>  # doctest: +SKIP
+        [7, 151645, 198, 151644]
     """
 
     def __init__(

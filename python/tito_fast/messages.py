@@ -242,7 +242,14 @@ def check_append_only(
     matcher: str | Matcher = "strict",
 ) -> None:
     """Raise `AppendOnlyError` unless `new` repeats `stored` (under `matcher`)
-    and every appended message has a role in `allowed_roles` (None: any)."""
+    and every appended message has a role in `allowed_roles` (None: any).
+
+    Example:
+        >>> check_append_only([{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}])
+        Traceback (most recent call last):
+        ...
+        tito_fast.messages.AppendOnlyError: message 0 differs from the stored one in 'content': stored 'a', new 'b'
+    """
     match = resolve_matcher(matcher)
     if len(new) < len(stored):
         raise AppendOnlyError(

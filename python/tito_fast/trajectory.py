@@ -55,6 +55,11 @@ class Trajectory:
             object may serve many sessions and threads.
         matcher: message matcher for history checks (default: the family's).
         max_rollback_steps: generated turns a retry may discard.
+
+    Example:
+        >>> traj = Trajectory(get_tito_tokenizer(tok, "glm47"), max_rollback_steps=2)  # doctest: +SKIP
+        >>> traj.num_turns  # doctest: +SKIP
+        0
     """
 
     def __init__(self, tito: TitoTokenizer, *, matcher: str | Matcher | None = None, max_rollback_steps: int = 1) -> None:
