@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
 from tito_fast.families import TitoTokenizer
-from tito_fast.messages import MATCHERS, Matcher, _call, check_append_only, check_roles, resolve_matcher
+from tito_fast.messages import MATCHERS, Matcher, _call, check_roles, resolve_matcher
 
 
 BUILTIN = tuple(MATCHERS.values())
@@ -86,21 +86,21 @@ class Trajectory:
         """The stored ids (a new list; `buffer.to_numpy()` gives a zero-copy view)."""
         return self.buffer.to_list()
 
-    def _rollback_for(self, request: list[dict[str, Any]]) -> bool:
-        """Roll back when `request` departs from the stored history; True when it
-        repeats the whole stored history (then it needs no second check)."""
+    def _rollback_for(self, request: list[dict[str, Any]]) -> None:
+        """Roll back when `request` departs from the stored history. Afterwards the
+        request repeats every stored message (stored history always ends at a checkpoint)."""
         stored = self.messages
         if not stored or not self._ends:
-            return False
+            return
         if self.matcher in BUILTIN and request[: len(stored)] == stored:
-            return True  # equal messages match under every built-in matcher: one C-level comparison
+            return  # equal messages match under every built-in matcher: one C-level comparison
         match = 0
         for s, r in zip(stored, request):
             if not _call(self.matcher, s, r):
                 break
             match += 1
         if match >= len(stored):
-            return True
+            return
         keep = sum(1 for end in self._ends if end <= match)  # checkpoints inside the matching prefix
         discard = len(self._ends) - keep
         if discard > self.max_rollback_steps:
@@ -112,28 +112,25 @@ class Trajectory:
         self.buffer.rollback(discard)
         self._ends = self._ends[:keep]
         self.messages = stored[: self._ends[-1]] if self._ends else []
-        return False
 
     def prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> npt.NDArray[np.uint32]:
         """The prompt ids for this request as a uint32 array (`.tolist()` for a
         list); rolls back first when the request is a retry.
 
-        Raises `AppendOnlyError` (history not repeated, or a role the family
-        cannot append) and `RollbackError`.
+        Raises `AppendOnlyError` (a role the family cannot append) and
+        `RollbackError` (a retry further back than `max_rollback_steps`).
         """
         with self._lock:
             return self._prepare(request_messages, tools)
 
     def _prepare(self, request_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> npt.NDArray[np.uint32]:
-        repeats = self._rollback_for(request_messages)
+        self._rollback_for(request_messages)
         self.tools = tools
         if not self._ends:
             text = self.tito.apply_chat_template(request_messages, add_generation_prompt=True, tools=tools)
             return np.asarray(self.tito.encode(text), dtype=np.uint32)
-        if repeats:  # the rollback scan already matched every stored message
-            check_roles(len(self.messages), request_messages, self.tito.allowed_append_roles)
-        else:
-            check_append_only(self.messages, request_messages, self.tito.allowed_append_roles, self.matcher)
+        # The rollback scan matched every stored message: only the appended roles are left to check.
+        check_roles(len(self.messages), request_messages, self.tito.allowed_append_roles)
         effective = self.messages + request_messages[len(self.messages) :]
         incremental = self.tito._incremental(self.messages, effective, tools)
         merged: npt.NDArray[np.uint32] = self.tito.merge_ids(self.buffer.to_numpy(), incremental)
