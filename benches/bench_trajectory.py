@@ -30,6 +30,7 @@ import pytest
 from tito_fast import reference
 from tito_fast.families import get_tito_tokenizer
 from tito_fast.trajectory import Trajectory
+from tito_fast.verify import completion_ids
 from benches.sessions import WORDS, tokenizer
 
 TOOLS = [
@@ -69,18 +70,8 @@ def agent_session(turns: int, seed: int = 0, tool_calls: bool = True) -> list[di
 
 
 def _completions(tito: Any, msgs: list[dict[str, Any]]) -> list[list[int]]:
-    """The ids the model generates for each assistant turn (its render, less the trailing newline)."""
-    out = []
-    for k, m in enumerate(msgs):
-        if m["role"] != "assistant":
-            continue
-        opener = tito.apply_chat_template(msgs[:k], add_generation_prompt=True, tools=TOOLS)
-        full = tito.apply_chat_template(msgs[: k + 1], add_generation_prompt=False, tools=TOOLS)
-        ids = list(tito.tokenizer.encode(full[len(opener) :], add_special_tokens=False))
-        while ids and ids[-1] in tito.trailing_token_ids:
-            ids.pop()
-        out.append(ids)
-    return out
+    """The ids the model generates for each assistant turn."""
+    return [completion_ids(tito, msgs[:k], m, TOOLS) for k, m in enumerate(msgs) if m["role"] == "assistant"]
 
 
 def requests(msgs: list[dict[str, Any]]) -> list[tuple[int, list[dict[str, Any]]]]:

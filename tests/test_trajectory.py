@@ -12,7 +12,7 @@ from tito_fast import PrefixMismatchError, fixtures
 from tito_fast.families import get_tito_tokenizer
 from tito_fast.messages import AppendOnlyError
 from tito_fast.trajectory import RollbackError, Trajectory
-from tito_fast.verify import TOOLS, conversations
+from tito_fast.verify import TOOLS, completion_ids, conversations
 
 
 @functools.cache
@@ -21,13 +21,8 @@ def _tok(name: str) -> Any:
 
 
 def _completion(tito: Any, history: list[dict[str, Any]], reply: dict[str, Any], stop: int | None = None) -> list[int]:
-    """The ids a model generates for `reply`: its render, without the template's trailing whitespace."""
-    opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=TOOLS)
-    text = tito.apply_chat_template(history + [reply], add_generation_prompt=False, tools=TOOLS)
-    ids = list(tito.tokenizer.encode(text[len(opener):], add_special_tokens=False))
-    while ids and ids[-1] in tito.trailing_token_ids and not tito.tokenizer.decode(ids[-1:]).strip():
-        ids.pop()
-    return ids + ([stop] if stop is not None else [])
+    """The ids a model generates for `reply`, plus the stop id it ends with when given."""
+    return completion_ids(tito, history, reply, TOOLS) + ([stop] if stop is not None else [])
 
 
 def _run(traj: Trajectory, messages: list[dict[str, Any]], stop: Any = None) -> list[list[int]]:

@@ -130,6 +130,36 @@ class Result:
         }
 
 
+def completion_ids(
+    tito: TitoTokenizer,
+    history: list[dict[str, Any]],
+    reply: dict[str, Any],
+    tools: list[dict[str, Any]] | None = None,
+    opener: str | None = None,
+) -> list[int]:
+    """The ids a model generates for `reply` after `history`: the template's render
+    of that turn, less the trailing ids it does not generate (the whitespace the
+    template puts after its end token). `opener` is the render of `history` with
+    the generation prompt, when the caller has it already.
+
+    Raises `ValueError` when the generation prompt is not how the template
+    renders the turn that follows it.
+    """
+    if opener is None:
+        opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=tools)
+    rendered = tito.apply_chat_template(history + [reply], add_generation_prompt=False, tools=tools)
+    if not rendered.startswith(opener):
+        at = next((i for i, (x, y) in enumerate(zip(opener, rendered)) if x != y), len(opener))
+        raise ValueError(
+            f"message {len(history)}: the generation prompt is not how the template renders the assistant turn "
+            f"({opener[at:at + 30]!r} vs {rendered[at:at + 30]!r})"
+        )
+    ids = tito.encode(rendered[len(opener) :])
+    while ids and ids[-1] in tito.trailing_token_ids and not tito.tokenizer.decode(ids[-1:]).strip():
+        ids.pop()
+    return ids
+
+
 def replay(tito: TitoTokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> tuple[list[int], int]:
     """The ids a rollout of `messages` accumulates with this family, and its number of turns.
 
@@ -137,7 +167,6 @@ def replay(tito: TitoTokenizer, messages: list[dict[str, Any]], tools: list[dict
     `RenderError`) and `ValueError` when the template's generation prompt
     is not how it renders the assistant turn that follows.
     """
-    enc = tito.tokenizer.encode
     stored: list[int] | None = None
     prev_end = 0
     turns = 0
@@ -145,23 +174,12 @@ def replay(tito: TitoTokenizer, messages: list[dict[str, Any]], tools: list[dict
         if msg.get("role") != "assistant" or k == 0:
             continue
         history = messages[:k]
+        opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=tools)
         if stored is None:
-            prompt = list(enc(tito.apply_chat_template(history, add_generation_prompt=True, tools=tools), add_special_tokens=False))
+            prompt = tito.encode(opener)  # the first prompt is the render itself
         else:
             prompt = tito.merge_tokens(messages[:prev_end], history, stored, tools)
-        opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=tools)
-        rendered = tito.apply_chat_template(messages[: k + 1], add_generation_prompt=False, tools=tools)
-        if not rendered.startswith(opener):
-            at = next((i for i, (x, y) in enumerate(zip(opener, rendered)) if x != y), len(opener))
-            raise ValueError(
-                f"message {k}: the generation prompt is not how the template renders the assistant turn "
-                f"({opener[at:at + 30]!r} vs {rendered[at:at + 30]!r})"
-            )
-        completion = list(enc(rendered[len(opener) :], add_special_tokens=False))
-        # The model stops at its end token; the template's whitespace after it is not generated.
-        while completion and completion[-1] in tito.trailing_token_ids and not tito.tokenizer.decode(completion[-1:]).strip():
-            completion.pop()
-        stored = prompt + completion
+        stored = prompt + completion_ids(tito, history, msg, tools, opener)
         prev_end = k + 1
         turns += 1
     if stored is None:
