@@ -93,7 +93,7 @@ def _to_list(ids: Any) -> list[int]:
     if isinstance(ids, list):
         return ids
     if isinstance(ids, np.ndarray):
-        return list(ids.tolist())
+        return ids.tolist()  # type: ignore[no-any-return]
     return [int(x) for x in ids]
 
 

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.util
 from pathlib import Path
@@ -84,12 +83,13 @@ def render_with_encoder(
         raise RenderError(f"the DeepSeek encoder takes no kwargs {sorted(unknown)}")
     mode = _thinking_mode(kwargs)
     config = {k: kwargs[k] for k in _PASS_THROUGH if k in kwargs}
-    msgs = copy.deepcopy(messages)
+    msgs = list(messages)  # only the list and the system message change: no deep copy
     defs = canonical_tools(tools, tool_policy)
     if defs:
-        if not msgs or msgs[0].get("role") != "system":
-            msgs.insert(0, {"role": "system", "content": ""})
-        msgs[0]["tools"] = defs
+        if msgs and msgs[0].get("role") == "system":
+            msgs[0] = {**msgs[0], "tools": defs}
+        else:
+            msgs.insert(0, {"role": "system", "content": "", "tools": defs})
     try:
         text = str(encoder.encode_messages(msgs, thinking_mode=mode, **config))
     except (AssertionError, KeyError, TypeError, ValueError) as e:

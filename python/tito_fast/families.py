@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from tito_fast._core import merge_tokens as _merge
 from tito_fast.messages import Matcher, check_append_only
-from tito_fast.render import ToolPolicy, render
+from tito_fast.render import RenderError, ToolPolicy, render, template_of
 
 ALL_ROLES = frozenset({"tool", "user", "system", "assistant"})
 DUMMY_SYSTEM = {"role": "system", "content": "dummy system"}
@@ -231,12 +231,10 @@ FAMILIES: dict[str, FamilyConfig] = {
 
 
 def _own_template(tokenizer: Any, family: str) -> str:
-    template = getattr(tokenizer, "chat_template", None)
-    if isinstance(template, dict):
-        template = template.get("default")
-    if not isinstance(template, str):
-        raise FamilyError(f"family {family!r}: the tokenizer has no chat template; pass chat_template=")
-    return template
+    try:
+        return template_of(tokenizer)
+    except RenderError as e:
+        raise FamilyError(f"family {family!r}: {e}") from None
 
 
 def patch_template(template: str, patches: tuple[tuple[str, str], ...], family: str = "") -> str:
@@ -477,7 +475,7 @@ class TitoTokenizer:
         """The full prompt ids of the next turn: the stored ids (seam fixed) + the appended messages' ids."""
         incremental = self.tokenize_additional_messages(old_messages, new_messages, tools)
         merged = self.merge_ids(prefix_ids, incremental)
-        return merged if isinstance(merged, list) else list(merged.tolist())
+        return merged if isinstance(merged, list) else merged.tolist()
 
     def create_comparator(self) -> Any:
         """A `TokenSeqComparator` with this family's assistant start, boundary ids and trims."""

@@ -123,7 +123,7 @@ def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sg
             raise RenderError(f"tools[{i}] is a {type(tool).__name__}, not a dict")
         wrapped = tool if "function" in tool else {"type": "function", "function": tool}
         if policy == "none":
-            out.append(copy.deepcopy(wrapped))
+            out.append(_plain_copy(wrapped))
             continue
         func = wrapped["function"]
         if not isinstance(func, dict) or not isinstance(func.get("name"), str):
@@ -131,7 +131,7 @@ def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sg
         canon: dict[str, Any] = {
             "description": func.get("description"),
             "name": func["name"],
-            "parameters": copy.deepcopy(func.get("parameters")),
+            "parameters": _plain_copy(func.get("parameters")),
             "strict": bool(func.get("strict", False)),
         }
         entry: dict[str, Any] = {"type": wrapped.get("type", "function"), "function": canon}
@@ -204,7 +204,7 @@ def render(
             )
             return str(out)
         if backend == "jinja":
-            template = chat_template if chat_template is not None else _template_of(tokenizer)
+            template = chat_template if chat_template is not None else template_of(tokenizer)
             variables = {**_special_tokens(tokenizer), **template_kwargs}
             return str(
                 _compile(template).render(
@@ -233,7 +233,8 @@ def render(
         raise RenderError(f"chat template failed on these messages: {type(e).__name__}: {e}") from e
 
 
-def _template_of(tokenizer: Any) -> str:
+def template_of(tokenizer: Any) -> str:
+    """The tokenizer's chat template (its default one when it has several)."""
     template = getattr(tokenizer, "chat_template", None)
     if isinstance(template, dict):
         template = template.get("default")
