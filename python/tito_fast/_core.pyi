@@ -269,6 +269,17 @@ class TokenBuffer:
     def __reduce__(self) -> tuple[Any, ...]: ...
     def __setstate__(self, state: tuple[bytes, list[int], list[tuple[int, int, bytes]]], /) -> None: ...
 
+# What `Segmenter.align` returns: (kind, differing, verdicts, expected
+# segments (starts, special), actual segments, texts of reported pairs).
+_Alignment = tuple[
+    str,
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int8],
+    tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+    tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
+    list[tuple[bytes, bytes] | None],
+]
+
 @final
 class Segmenter:
     """Segmentation at boundary ids and alignment of two sequences' segments (the comparator's core).
@@ -306,14 +317,7 @@ class Segmenter:
         *,
         assistant_start: bytes | None = None,
         probe_ids: int = 20,
-    ) -> tuple[
-        str,
-        npt.NDArray[np.int64],
-        npt.NDArray[np.int8],
-        tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-        tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-        list[tuple[bytes, bytes] | None],
-    ]:
+    ) -> _Alignment:
         """Trim both tails, segment both and align them.
 
         Returns `(kind, differing, verdicts, expected_segments, actual_segments, texts)`:
@@ -337,15 +341,6 @@ class Segmenter:
         assistant_start: bytes | None = None,
         probe_ids: int = 20,
         threads: int | None = None,
-    ) -> list[
-        tuple[
-            str,
-            npt.NDArray[np.int64],
-            npt.NDArray[np.int8],
-            tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-            tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-            list[tuple[bytes, bytes] | None],
-        ]
-    ]:
+    ) -> list[_Alignment]:
         """`align` over many pairs, in parallel with the GIL released."""
     def __reduce__(self) -> tuple[Any, ...]: ...

@@ -76,13 +76,16 @@ def _file(folder: str, name: str, sha: str) -> FileSpec:
     return FileSpec(f"{_DATA}/{folder}/{name}", sha)
 
 
+# The Qwen3 vocabulary: its own family, and the stand-in vocabulary for
+# templates whose tokenizer is on no registry here (Kimi K2, Nemotron 3).
+_QWEN3_TOKENIZER = _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4")
+_QWEN3_CONFIG = _file("qwen-3", "tokenizer_config.json", "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101")
+
 FAMILIES: dict[str, Family] = {
     "qwen3": Family(
         {
-            "tokenizer.json": _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
-            "tokenizer_config.json": _file(
-                "qwen-3", "tokenizer_config.json", "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101"
-            ),
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "tokenizer_config.json": _QWEN3_CONFIG,
         }
     ),
     "qwen35": Family(
@@ -178,10 +181,8 @@ FAMILIES: dict[str, Family] = {
     # whose <|im_start|> / <|im_end|> are the same boundary tokens.
     "nemotron3": Family(
         {
-            "tokenizer.json": _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
-            "tokenizer_config.json": _file(
-                "qwen-3", "tokenizer_config.json", "d5d09f07b48c3086c508b30d1c9114bd1189145b74e982a265350c923acd8101"
-            ),
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "tokenizer_config.json": _QWEN3_CONFIG,
             "chat_template.jinja": FileSpec(
                 f"{_TEMPLATES}/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
                 "ab7813c3abdd9cb655905a410728b26c7884eca45ddfab8d9f931553485a7862",
@@ -195,7 +196,7 @@ FAMILIES: dict[str, Family] = {
     # its segmentation and role rules depend on.
     "kimi_k2": Family(
         {
-            "tokenizer.json": _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
+            "tokenizer.json": _QWEN3_TOKENIZER,
             "chat_template.jinja": FileSpec(
                 f"{_TEMPLATES}/moonshotai-Kimi-K2.jinja",
                 "9fcc72b7c248a72020c81f70bb652f3094d18a750c93ca35dfcb3cf5fe23ff53",
