@@ -75,3 +75,17 @@ def test_every_input_kind() -> None:
     for conv in (list, tuple, lambda x: np.array(x, dtype=np.int32), lambda x: np.array(x, dtype=np.uint32), TokenBuffer, iter):
         got = [m.to_dict() for m in fast.compare_sequences(conv(ids), conv(actual))]
         assert got == want
+
+
+def test_batch_errors_name_the_row_and_side() -> None:
+    from tito_fast import TokenInputError
+    from tito_fast._core import Segmenter
+
+    seg = Segmenter({9})
+    with pytest.raises(TokenInputError, match=r"expected_seqs\[1\]") as e:
+        seg.align_batch([[1, 2], [1, -1]], [[1, 2], [1, 2]])
+    assert e.value.argument == "expected_seqs[1]" and e.value.position == 1
+    with pytest.raises(TokenInputError, match=r"actual_seqs\[0\]"):
+        seg.align_batch([[1, 2]], [[1, 2**32]])
+    with pytest.raises(TokenInputError, match="actual_ids"):
+        seg.align([1, 2], [1, -3])

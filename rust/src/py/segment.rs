@@ -7,7 +7,10 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use super::errors::{id_error, input_error};
 use super::input::extract;
 use super::{extract_id_set, run};
+use crate::error::IdError;
+use crate::ids::Raw;
 use crate::merge::trimmed_len;
+use crate::prefix::Side;
 use crate::segment::{align, segment, Alignment, IdSet, Segment};
 use crate::vocab::{verdict, ByteTable, PairTexts};
 
@@ -70,6 +73,14 @@ impl Segmenter {
             Alignment::Structure { .. } => (Vec::new(), Vec::new()),
         };
         (alignment, verdicts, texts, ne, na)
+    }
+
+    /// Validate both raw sequences and align them; an error names the side
+    /// (A: expected, B: actual) whose ids are invalid.
+    fn align_raw(&self, x: &Raw<'_>, y: &Raw<'_>, trim: &[u32], probe: Probe<'_>) -> Result<Aligned, (Side, IdError)> {
+        let e = x.normalize().map_err(|err| (Side::A, err))?;
+        let a = y.normalize().map_err(|err| (Side::B, err))?;
+        Ok(self.align_ids(&e, &a, trim, probe))
     }
 }
 
@@ -189,12 +200,9 @@ impl Segmenter {
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let (he, ha) = (extract(expected, "expected_ids")?, extract(actual, "actual_ids")?);
         let (re, ra) = (he.raw(), ha.raw());
-        let result = run(py, re.len() + ra.len(), || {
-            let e = re.normalize().map_err(|err| ("expected_ids", err))?;
-            let a = ra.normalize().map_err(|err| ("actual_ids", err))?;
-            Ok(self.align_ids(&e, &a, &trim, probe))
-        });
-        let aligned = result.map_err(|(arg, err)| id_error(py, arg, &err))?;
+        let result = run(py, re.len() + ra.len(), || self.align_raw(&re, &ra, &trim, probe));
+        let aligned = result
+            .map_err(|(side, err)| id_error(py, if side == Side::A { "expected_ids" } else { "actual_ids" }, &err))?;
         aligned_to_py(py, aligned)
     }
 
@@ -232,20 +240,15 @@ impl Segmenter {
         let results = run(py, total, || {
             crate::batch::with_threads(threads, || {
                 use rayon::prelude::*;
-                re.par_iter()
-                    .zip(ra.par_iter())
-                    .enumerate()
-                    .map(|(row, (x, y))| {
-                        let e = x.normalize().map_err(|err| (format!("expected_seqs[{row}]"), err))?;
-                        let a = y.normalize().map_err(|err| (format!("actual_seqs[{row}]"), err))?;
-                        Ok(self.align_ids(&e, &a, &trim, probe))
-                    })
-                    .collect::<Vec<Result<Aligned, (String, crate::error::IdError)>>>()
+                re.par_iter().zip(ra.par_iter()).map(|(x, y)| self.align_raw(x, y, &trim, probe)).collect::<Vec<_>>()
             })
         });
         let out = PyList::empty(py);
-        for r in results {
-            let aligned = r.map_err(|(arg, err)| id_error(py, &arg, &err))?;
+        for (row, r) in results.into_iter().enumerate() {
+            let aligned = r.map_err(|(side, err)| {
+                let seqs = if side == Side::A { "expected_seqs" } else { "actual_seqs" };
+                id_error(py, &format!("{seqs}[{row}]"), &err)
+            })?;
             out.append(aligned_to_py(py, aligned)?)?;
         }
         Ok(out)
