@@ -195,6 +195,10 @@ MATCHERS: dict[str, Matcher] = {
 }
 
 
+#: The built-in matchers: trusted to return a bool, and all of them accept equal messages.
+BUILTIN: frozenset[Matcher] = frozenset(MATCHERS.values())
+
+
 def resolve_matcher(matcher: str | Matcher) -> Matcher:
     """A built-in matcher by name, or a callable (checked to return a bool on use)."""
     if isinstance(matcher, str):
@@ -208,7 +212,7 @@ def resolve_matcher(matcher: str | Matcher) -> Matcher:
 
 
 def _call(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool:
-    if matcher in MATCHERS.values():
+    if matcher in BUILTIN:
         return matcher(stored, new)
     try:
         result = matcher(stored, new)

@@ -36,10 +36,7 @@ import numpy.typing as npt
 
 from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
 from tito_fast.families import TitoTokenizer
-from tito_fast.messages import MATCHERS, Matcher, _call, check_roles, resolve_matcher
-
-
-BUILTIN = tuple(MATCHERS.values())
+from tito_fast.messages import BUILTIN, Matcher, _call, check_roles, resolve_matcher
 
 
 class RollbackError(ValueError):
