@@ -54,8 +54,8 @@ class DemoSummary:
 class _Progress:
     """A progress bar on a terminal; a line per tenth of the work elsewhere."""
 
-    def __init__(self, total: int, out: TextIO, quiet: bool) -> None:
-        self.total, self.out, self.quiet = total, out, quiet
+    def __init__(self, total: int, out: TextIO, quiet: bool, verb: str = "built") -> None:
+        self.total, self.out, self.quiet, self.verb = total, out, quiet, verb
         self.tty = out.isatty()
         self.shown = -1
 
@@ -68,11 +68,11 @@ class _Progress:
         self.shown = step
         if self.tty:
             filled = 30 * done // self.total
-            self.out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} sessions")
+            self.out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} sessions {self.verb}")
             if done == self.total:
                 self.out.write("\n")
         else:
-            self.out.write(f"built {done}/{self.total} sessions\n")
+            self.out.write(f"{self.verb} {done}/{self.total} sessions\n")
         self.out.flush()
 
 
@@ -190,9 +190,43 @@ def cli(*args: str) -> int:
     verify.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
     verify.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT ('-' for stdout)")
     verify.add_argument("--quiet", action="store_true", help="no progress and no table")
+    score = sub.add_parser(
+        "score",
+        help="score a rollout dump: the reference's session mismatch metrics, diagnosed",
+        description="Compare every session's accumulated ids with a fresh chat-template render (the reference's "
+        "compute_session_mismatch), diagnose each difference (role, message, turn, kind) and aggregate.",
+    )
+    score.add_argument("dump", help="a .jsonl or .parquet dump (schema in the README)")
+    _model_args(score)
+    score.add_argument("--mode", choices=["fast", "full"], default="fast", help="fast: encode only differing segments (default)")
+    score.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    score.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="stop at a bad record (default) or skip it")
+    score.add_argument("--metric-version", default="v1", help="the session-server version in the metric names (v1 or v2)")
+    score.add_argument("--json", metavar="OUT", help="write the summary and every session's results as JSON ('-' for stdout)")
+    score.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with plots")
+    score.add_argument("--markdown", metavar="OUT.md", help="write the summary as Markdown")
+    score.add_argument("--worst", type=int, default=5, help="worst sessions shown in the reports (default 5)")
+    score.add_argument("--ci", action="store_true", help="exit 1 when a strict mismatch type has a non-zero rate")
+    score.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    diff = sub.add_parser(
+        "diff",
+        help="two id sequences, or a dump session against its render, side by side by segment",
+        description="With one file: a dump session (--session, default the first) against a fresh render of its "
+        "messages. With two: two JSON files holding id lists (expected, actual).",
+    )
+    diff.add_argument("inputs", nargs="+", metavar="FILE", help="DUMP, or EXPECTED.json ACTUAL.json")
+    _model_args(diff)
+    diff.add_argument("--session", help="session_id (or line/row number) in the dump")
+    diff.add_argument("--width", type=int, default=None, help="terminal width (default: detected)")
+    diff.add_argument("--context", type=int, default=1, help="equal segments kept around each difference")
+    diff.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     ns = parser.parse_args(args)
     if ns.command == "verify-template":
         return _verify_template(ns)
+    if ns.command == "score":
+        return _score(ns)
+    if ns.command == "diff":
+        return _diff(ns)
     if ns.sessions < 1 or ns.turns < 2:
         parser.error("--sessions must be >= 1 and --turns >= 2")
     summary = run_demo(ns.sessions, ns.turns, ns.seed, ns.threads, sys.stderr, ns.quiet)
@@ -209,13 +243,154 @@ def cli(*args: str) -> int:
 
 
 def _load_tokenizer(spec: str) -> Any:
-    if spec.startswith("fixture:"):
-        from tito_fast import fixtures
+    from tito_fast.job import load_tokenizer
 
-        return fixtures.load_tokenizer(spec.split(":", 1)[1])
-    from transformers import AutoTokenizer
+    return load_tokenizer(spec)
 
-    return AutoTokenizer.from_pretrained(spec)
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tokenizer", required=True, help="tokenizer directory (or fixture:NAME for a test fixture)")
+    p.add_argument("--family", default="default", help="family name, or a JSON file declaring a FamilyConfig")
+    p.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
+
+
+def _family_arg(value: str) -> Any:
+    from pathlib import Path
+
+    return json.loads(Path(value).read_text(encoding="utf-8")) if value.endswith(".json") else value
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    from pathlib import Path
+
+    tmp = Path(path + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _score(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tito_fast import report
+    from tito_fast.dump import DumpError
+    from tito_fast.job import run_score
+    from tito_fast.score import worst
+
+    if ns.workers < 1:
+        sys.stderr.write("tito-fast score: --workers must be >= 1\n")
+        return 2
+    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
+    bar = _Progress(0, sys.stderr, ns.quiet, verb="scored")
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
+
+    start = time.perf_counter()
+    try:
+        run = run_score(
+            ns.dump,
+            ns.tokenizer,
+            _family_arg(ns.family),
+            template=template,
+            mode=ns.mode,
+            workers=ns.workers,
+            on_error=ns.on_error,
+            metric_version=ns.metric_version,
+            progress=progress,
+        )
+    except DumpError as e:
+        sys.stderr.write(f"tito-fast score: {e}\n")
+        return 2
+    seconds = time.perf_counter() - start
+    s = run.summary
+    if run.stopped_at is not None:
+        bad = run.bad[-1]
+        bar.out.write("\n" if bar.tty else "")
+        sys.stderr.write(
+            f"tito-fast score: bad record at {bad.source}: {bad.reason}\n"
+            "  stopped (--on-error=fail); rerun with --on-error=skip to skip bad records. "
+            "Any report written below is marked INCOMPLETE.\n"
+        )
+    elif run.bad:
+        sys.stderr.write(f"tito-fast score: skipped {len(run.bad)} bad record(s), first {run.bad[0].source}: {run.bad[0].reason}\n")
+    worst_k = worst(run.results, ns.worst)
+    if not ns.quiet:
+        sys.stdout.write(report.text_table(s))
+        sys.stdout.write(f"{'time':<29}  {seconds:.2f} s ({seconds / max(s.sessions, 1) * 1e3:.1f} ms/session, {ns.workers} worker(s))\n")
+    title = f"tito-fast score: {Path(ns.dump).name}"
+    if ns.json:
+        payload = {"summary": s.to_dict(), "sessions": [r.to_dict() for r in run.results], "seconds": seconds}
+        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
+    if ns.report:
+        _write(ns.report, report.html_report(s, worst_k, title=title, source=str(ns.dump)))
+    if ns.markdown:
+        _write(ns.markdown, report.markdown_report(s, worst_k, title=title))
+    if not s.complete:
+        return 2
+    if ns.ci and s.ci_failures:
+        sys.stderr.write("tito-fast score --ci: " + "; ".join(s.ci_failures) + "\n")
+        return 1
+    return 0
+
+
+def _read_ids(path: str) -> Any:
+    from pathlib import Path
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = data.get("token_ids", data.get("ids"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of ids (or an object with 'token_ids')")
+    return np.asarray(data, dtype=np.int64)
+
+
+def _diff(ns: argparse.Namespace) -> int:
+    import os
+    import shutil
+    from pathlib import Path
+
+    from tito_fast import report
+    from tito_fast.dump import BadRecord, read_dump
+    from tito_fast.score import Scorer
+
+    if len(ns.inputs) > 2:
+        sys.stderr.write("tito-fast diff: give a dump, or two id files\n")
+        return 2
+    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
+    scorer = Scorer(_load_tokenizer(ns.tokenizer), _family_arg(ns.family), chat_template=template, mode="full")
+    if len(ns.inputs) == 2:
+        expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
+        title = f"{ns.inputs[0]} vs {ns.inputs[1]}"
+    else:
+        record = None
+        for r in read_dump(ns.inputs[0]):
+            if isinstance(r, BadRecord):
+                if ns.session is not None and r.session_id == ns.session:
+                    sys.stderr.write(f"tito-fast diff: {r.source}: {r.reason}\n")
+                    return 2
+                continue
+            if ns.session is None or r.session_id == ns.session:
+                record = r
+                break
+        if record is None:
+            sys.stderr.write(f"tito-fast diff: no session {ns.session!r} in {ns.inputs[0]}\n")
+            return 2
+        actual = record.token_ids
+        expected = scorer.expected_ids(record)
+        title = f"session {record.session_id} ({record.source}): fresh render vs session ids"
+    colour = ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    width = ns.width or shutil.get_terminal_size((120, 24)).columns
+    pairs = report.segment_pairs(scorer.cmp, expected, actual)
+    sys.stdout.write(title + "\n")
+    sys.stdout.write(report.terminal_diff(pairs, colour=colour, width=width, context=ns.context))
+    mismatches = scorer.cmp.compare_sequences(expected, actual)
+    for m in mismatches:
+        sys.stdout.write(f"reference: {m.type.value} at segment {m.segment_index}\n")
+    return 1 if mismatches else 0
 
 
 def _verify_template(ns: argparse.Namespace) -> int:
@@ -225,9 +400,7 @@ def _verify_template(ns: argparse.Namespace) -> int:
     from tito_fast.verify import verify_family
 
     tok = _load_tokenizer(ns.tokenizer)
-    family: Any = ns.family
-    if ns.family.endswith(".json"):
-        family = json.loads(Path(ns.family).read_text(encoding="utf-8"))
+    family = _family_arg(ns.family)
     template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
     tito = get_tito_tokenizer(tok, family, chat_template=template)
     if not ns.quiet:

@@ -1,0 +1,233 @@
+"""Rollout dumps: one session per JSONL line or Parquet row (`tito-fast score`).
+
+Schema (JSONL: one JSON object per line; Parquet: one row per session):
+
+- `messages` (required): the session's OpenAI-style chat messages, with
+  `reasoning_content` and `tool_calls` where present. Parquet: a JSON string.
+- `token_ids` (required): the session's accumulated ids (prompt+completion
+  of the last turn). Parquet: `list<int32>` (any integer list type).
+- `tools` (optional): tool definitions. Parquet: a JSON string or null.
+- `session_id` (optional): defaults to the line/row number.
+- `family` (optional): must match the scorer's family when given.
+- `metadata` (optional): anything JSON; carried into the results.
+
+A record that cannot be used is yielded as a `BadRecord` naming the file,
+the line (JSONL, 1-based) or row (Parquet, 0-based) and the reason; the
+caller decides whether to skip it or stop.
+
+Example:
+    >>> from tito_fast.dump import read_dump
+    >>> [r.session_id for r in read_dump("examples/qwen3_dump.jsonl")][:2]  # doctest: +SKIP
+    ['ex-0000', 'ex-0001']
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MAX_ID = 2**32 - 1
+
+
+@dataclass
+class Record:
+    """One session of a dump."""
+
+    source: str  # "FILE:LINE" (JSONL) or "FILE:row N" (Parquet)
+    session_id: str
+    messages: list[dict[str, Any]]
+    token_ids: npt.NDArray[np.uint32]
+    tools: list[dict[str, Any]] | None = None
+    family: str | None = None
+    metadata: Any = None
+
+
+@dataclass
+class BadRecord:
+    """A record that cannot be scored, and why."""
+
+    source: str
+    reason: str
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "session_id": self.session_id, "reason": self.reason}
+
+
+class DumpError(ValueError):
+    """The dump itself cannot be read (missing file, unknown format)."""
+
+
+@dataclass
+class _Fields:
+    messages: Any
+    token_ids: Any
+    tools: Any = None
+    session_id: Any = None
+    family: Any = None
+    metadata: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def dump_format(path: str | Path) -> str:
+    """"jsonl" or "parquet", from the file name."""
+    name = str(path).lower()
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".json")):
+        return "jsonl"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    raise DumpError(f"{path}: unknown dump format (expected .jsonl or .parquet)")
+
+
+def count_records(path: str | Path) -> int:
+    """Records in the dump (non-blank lines, or Parquet rows), for progress."""
+    p = Path(path)
+    if dump_format(p) == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(p).metadata.num_rows)
+    n = 0
+    with _open_text(p) as f:
+        for line in f:
+            n += bool(line.strip())
+    return n
+
+
+def read_dump(path: str | Path, *, batch_size: int = 256) -> Iterator[Record | BadRecord]:
+    """Every record of a JSONL or Parquet dump, in order (see the module doc)."""
+    p = Path(path)
+    if not p.exists():
+        raise DumpError(f"{path}: no such file")
+    if dump_format(p) == "parquet":
+        yield from _read_parquet(p, batch_size)
+    else:
+        yield from _read_jsonl(p)
+
+
+def _open_text(p: Path) -> Any:
+    if str(p).endswith(".gz"):
+        import gzip
+
+        return gzip.open(p, "rt", encoding="utf-8")
+    return open(p, encoding="utf-8")
+
+
+def _read_jsonl(p: Path) -> Iterator[Record | BadRecord]:
+    with _open_text(p) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            source = f"{p.name}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
+                continue
+            if not isinstance(obj, dict):
+                yield BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
+                continue
+            yield _record(source, str(lineno), obj, json_strings=False)
+
+
+def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(p)
+    names = set(pf.schema_arrow.names)
+    missing = {"messages", "token_ids"} - names
+    row = 0
+    for batch in pf.iter_batches(batch_size=batch_size):
+        cols = batch.to_pydict() if not missing else {}
+        for i in range(batch.num_rows):
+            source = f"{p.name}:row {row}"
+            if missing:
+                yield BadRecord(source, f"missing column(s) {sorted(missing)}")
+            else:
+                obj = {k: v[i] for k, v in cols.items()}
+                yield _record(source, str(row), obj, json_strings=True)
+            row += 1
+
+
+def _record(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
+    sid = obj.get("session_id")
+    session_id = str(sid) if sid is not None else default_id
+    for key in ("messages", "token_ids"):
+        if obj.get(key) is None:
+            return BadRecord(source, f"missing field {key!r}", session_id)
+    messages, tools, metadata = obj["messages"], obj.get("tools"), obj.get("metadata")
+    try:
+        if json_strings:
+            messages = json.loads(messages) if isinstance(messages, (str, bytes)) else messages
+            tools = json.loads(tools) if isinstance(tools, (str, bytes)) else tools
+            metadata = json.loads(metadata) if isinstance(metadata, (str, bytes)) else metadata
+    except json.JSONDecodeError as e:
+        return BadRecord(source, f"invalid JSON in a string column: {e.msg}", session_id)
+    if not isinstance(messages, list) or not messages:
+        return BadRecord(source, "'messages' must be a non-empty list", session_id)
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            return BadRecord(source, f"messages[{i}] must be an object with a string 'role'", session_id)
+    if tools is not None and not isinstance(tools, list):
+        return BadRecord(source, f"'tools' must be a list or null, got {type(tools).__name__}", session_id)
+    ids = obj["token_ids"]
+    if not isinstance(ids, (list, tuple)):
+        return BadRecord(source, f"'token_ids' must be a list of ints, got {type(ids).__name__}", session_id)
+    if not ids:
+        return BadRecord(source, "'token_ids' is empty", session_id)
+    bad = next((k for k, t in enumerate(ids) if type(t) is not int), None)
+    if bad is not None:
+        return BadRecord(source, f"token_ids[{bad}] is not an int: {ids[bad]!r}", session_id)
+    arr = np.asarray(ids, dtype=np.int64)
+    out_of_range = np.flatnonzero((arr < 0) | (arr > MAX_ID))
+    if len(out_of_range):
+        k = int(out_of_range[0])
+        return BadRecord(source, f"token_ids[{k}] = {int(arr[k])} is out of range", session_id)
+    family = obj.get("family")
+    return Record(
+        source,
+        session_id,
+        messages,
+        arr.astype(np.uint32),
+        tools=tools,
+        family=str(family) if family is not None else None,
+        metadata=metadata,
+    )
+
+
+def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Write records (dicts with the schema's fields) as JSONL."""
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def write_parquet(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Write records as Parquet: `token_ids` list<int32>, `messages`/`tools`/`metadata` JSON strings."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(to_arrow(rows), path)
+
+
+def to_arrow(rows: list[dict[str, Any]]) -> Any:
+    """Records as a pyarrow Table in the dump's Parquet layout."""
+    import pyarrow as pa
+
+    def js(x: Any) -> str | None:
+        return None if x is None else json.dumps(x, ensure_ascii=False)
+
+    return pa.table(
+        {
+            "session_id": pa.array([None if r.get("session_id") is None else str(r["session_id"]) for r in rows], pa.string()),
+            "family": pa.array([r.get("family") for r in rows], pa.string()),
+            "messages": pa.array([js(r["messages"]) for r in rows], pa.string()),
+            "tools": pa.array([js(r.get("tools")) for r in rows], pa.string()),
+            "token_ids": pa.array([list(r["token_ids"]) for r in rows], pa.list_(pa.int32())),
+            "metadata": pa.array([js(r.get("metadata")) for r in rows], pa.string()),
+        }
+    )

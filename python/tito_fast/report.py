@@ -1,0 +1,368 @@
+"""Readable results of `tito-fast score`: a terminal table, Markdown, a self-contained
+HTML report with plots (inline SVG, no scripts, no network), and coloured
+side-by-side diffs for `tito-fast diff`.
+
+Example:
+    >>> from tito_fast.report import bar_chart
+    >>> bar_chart("rates", ["a", "b"], [0.5, 0.25]).startswith("<svg")
+    True
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+from typing import Any
+
+from tito_fast.score import MISMATCH_TYPES, SessionResult, Summary
+
+CONTEXT = 160  # characters of unchanged text kept around a difference
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def summary_rows(s: Summary) -> list[tuple[str, str]]:
+    """(name, value) rows of the summary, metrics first."""
+    rows = [(k, _pct(v)) for k, v in s.metrics.items()]
+    rows += [
+        ("sessions scored", f"{s.sessions:,}"),
+        ("bad records", f"{s.bad_records:,}"),
+        ("turns", f"{s.turns:,}"),
+        ("per-turn mismatch rate", _pct(s.per_turn_rate)),
+        ("first divergence (median id)", "-" if s.first_divergence_median is None else f"{s.first_divergence_median:,.0f}"),
+        ("differences by role", ", ".join(f"{k} {v}" for k, v in s.by_role.items()) or "-"),
+        ("differences by kind", ", ".join(f"{k} {v}" for k, v in s.by_kind.items()) or "-"),
+        ("fast path", s.fast_path),
+    ]
+    if s.encoded_segment_share is not None:
+        rows.append(("segments encoded", _pct(s.encoded_segment_share)))
+    if not s.complete:
+        rows.insert(0, ("INCOMPLETE", "the run stopped at a bad record; these figures cover only what came before"))
+    return rows
+
+
+def text_table(s: Summary) -> str:
+    """The summary as an aligned two-column table."""
+    rows = summary_rows(s)
+    width = max(len(k) for k, _ in rows)
+    return "".join(f"{k:<{width}}  {v}\n" for k, v in rows)
+
+
+def _visible(text: str) -> str:
+    return text.replace("\n", "↵\n").replace("\t", "→")
+
+
+def _clip(text: str, lo: int, hi: int) -> tuple[str, str, str]:
+    """(before, middle, after) around [lo, hi), unchanged text clipped to CONTEXT chars."""
+    before, middle, after = text[:lo], text[lo:hi], text[hi:]
+    if len(before) > CONTEXT:
+        before = "…" + before[-CONTEXT:]
+    if len(after) > CONTEXT:
+        after = after[:CONTEXT] + "…"
+    return before, middle, after
+
+
+def _diff_spans(a: str, b: str) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
+    """Both texts as (piece, differs) runs, by a character diff, unchanged runs clipped."""
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    left: list[tuple[str, bool]] = []
+    right: list[tuple[str, bool]] = []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            piece = a[i1:i2]
+            if len(piece) > 2 * CONTEXT:
+                piece = piece[:CONTEXT] + " … " + piece[-CONTEXT:]
+            left.append((piece, False))
+            right.append((piece, False))
+        else:
+            left.append((a[i1:i2], True))
+            right.append((b[j1:j2], True))
+    return left, right
+
+
+def _context(text: str, before: bool) -> str:
+    if len(text) > CONTEXT // 2:
+        return "…" + text[-CONTEXT // 2 :] if before else text[: CONTEXT // 2] + "…"
+    return text
+
+
+def _html_runs(runs: list[tuple[str, bool]], cls: str) -> str:
+    return "".join(
+        (f'<span class="{cls}">{html.escape(_visible(t)) or "∅"}</span>' if d else html.escape(_visible(t))) for t, d in runs if t or d
+    )
+
+
+# -- plots ----------------------------------------------------------------------
+
+
+def bar_chart(title: str, labels: list[str], values: list[float], *, percent: bool = True, width: int = 560) -> str:
+    """A horizontal bar chart as inline SVG."""
+    row, left = 22, 190
+    height = 30 + row * max(len(labels), 1)
+    top = max(values) if values and max(values) > 0 else 1.0
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+        f'<text x="0" y="16" class="t">{html.escape(title)}</text>',
+    ]
+    if not labels:
+        parts.append('<text x="0" y="40" class="l">(nothing to show)</text>')
+    for i, (lab, v) in enumerate(zip(labels, values)):
+        y = 28 + i * row
+        w = (width - left - 70) * (v / top)
+        val = _pct(v) if percent else f"{v:,.0f}"
+        parts.append(f'<text x="{left - 6}" y="{y + 14}" class="l" text-anchor="end">{html.escape(lab)}</text>')
+        parts.append(f'<rect x="{left}" y="{y + 2}" width="{max(w, 1):.1f}" height="{row - 6}" class="b"/>')
+        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 14}" class="v">{val}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def column_chart(title: str, xs: list[str], values: list[float], *, percent: bool, xlabel: str, width: int = 560) -> str:
+    """Vertical bars (a histogram or a per-index rate) as inline SVG."""
+    height, bottom, left = 220, 40, 50
+    plot_w, plot_h = width - left - 10, height - bottom - 30
+    top = max(values) if values and max(values) > 0 else 1.0
+    n = max(len(values), 1)
+    bw = plot_w / n
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{html.escape(title)}">',
+        f'<text x="0" y="16" class="t">{html.escape(title)}</text>',
+        f'<line x1="{left}" y1="{30 + plot_h}" x2="{left + plot_w}" y2="{30 + plot_h}" class="ax"/>',
+        f'<text x="{left - 4}" y="36" class="l" text-anchor="end">{_pct(top) if percent else f"{top:,.0f}"}</text>',
+        f'<text x="{left - 4}" y="{30 + plot_h}" class="l" text-anchor="end">0</text>',
+        f'<text x="{left + plot_w / 2}" y="{height - 4}" class="l" text-anchor="middle">{html.escape(xlabel)}</text>',
+    ]
+    if not values:
+        parts.append(f'<text x="{left + 10}" y="{30 + plot_h / 2}" class="l">(nothing to show)</text>')
+    step = max(1, n // 8)
+    for i, v in enumerate(values):
+        h = plot_h * (v / top)
+        x = left + i * bw
+        parts.append(f'<rect x="{x + 1:.1f}" y="{30 + plot_h - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="b"/>')
+        if i % step == 0:
+            parts.append(f'<text x="{x + bw / 2:.1f}" y="{30 + plot_h + 14}" class="l" text-anchor="middle">{html.escape(xs[i])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _histogram(values: list[int], bins: int = 20) -> tuple[list[str], list[float]]:
+    if not values:
+        return [], []
+    hi = max(values) + 1
+    width = max(1, -(-hi // bins))
+    counts = [0] * (-(-hi // width))
+    for v in values:
+        counts[v // width] += 1
+    return [f"{i * width:,}" for i in range(len(counts))], [float(c) for c in counts]
+
+
+def plots(s: Summary) -> list[str]:
+    """The report's plots: rates by type, by role, by kind, by turn; first divergences."""
+    prefix = f"tito_session_mismatch_rate/{s.metric_version}"
+    types = ["any", *MISMATCH_TYPES]
+    type_rates = [s.metrics.get(prefix, 0.0)] + [s.metrics.get(f"{prefix}/{t}", 0.0) for t in MISMATCH_TYPES]
+    n = max(s.sessions, 1)
+    turns = s.by_turn[:60]
+    xs, hist = _histogram(s.first_divergence)
+    return [
+        bar_chart("Share of sessions with a mismatch, by type", types, type_rates),
+        bar_chart("Reported differences by role", list(s.by_role), [float(v) for v in s.by_role.values()], percent=False),
+        bar_chart("Differences by kind", list(s.by_kind), [float(v) for v in s.by_kind.values()], percent=False),
+        column_chart(
+            "Share of sessions with a mismatch in turn k",
+            [str(t["turn"]) for t in turns],
+            [t["rate"] for t in turns],
+            percent=True,
+            xlabel="turn index",
+        ),
+        column_chart("First divergence (id position), sessions per bin", xs, hist, percent=False, xlabel="id position"),
+    ] + ([] if s.sessions else [f"<p>No session scored ({n - 1} sessions).</p>"])
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1f24;max-width:1200px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse} td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+.banner{background:#b42318;color:#fff;padding:10px 14px;font-weight:600;margin:10px 0}
+.ok{background:#e7f6ec;padding:8px 12px}.warn{background:#fff4e5;padding:8px 12px}
+.plots{display:flex;flex-wrap:wrap;gap:18px}.plots svg{background:#fafbfc;border:1px solid #e3e6ea;padding:6px}
+.t{font:600 13px system-ui,sans-serif}.l{font:11px system-ui,sans-serif;fill:#444}.v{font:11px monospace;fill:#222}
+.b{fill:#3b6fd8}.ax{stroke:#888}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:8px;margin:4px 0 12px}
+.pair pre{white-space:pre-wrap;word-break:break-all;margin:0;padding:8px;background:#f6f8fa;border:1px solid #e3e6ea;font:12px/1.4 monospace;max-height:260px;overflow:auto}
+.del{background:#ffc9c9;color:#7a0b0b}.ins{background:#c6f0c2;color:#0b5a12}
+.meta{font:12px monospace;color:#555}
+"""
+
+
+def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", source: str = "") -> str:
+    """A self-contained HTML page: summary, plots and the worst sessions side by side."""
+    e = html.escape
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{_CSS}</style></head><body>"]
+    out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)} · family {e(s.family)} · mode {e(s.mode)} · fast path {e(s.fast_path)}</div>")
+    if not s.complete:
+        stop = s.errors[-1] if s.errors else {}
+        out.append(
+            f"<div class='banner'>INCOMPLETE: the run stopped at {e(str(stop.get('source')))} ({e(str(stop.get('reason')))}); "
+            "the figures below cover only the sessions before it.</div>"
+        )
+    strict = [k for k in s.ci_failures]
+    out.append(
+        f"<div class='{'warn' if strict else 'ok'}'>"
+        + (e("; ".join(strict)) if strict else "No strict mismatch type (special_token_count, special_token_type, non_assistant_text).")
+        + "</div>"
+    )
+    out.append("<h2>Summary</h2><table>")
+    for k, v in summary_rows(s):
+        out.append(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>")
+    out.append("</table><h2>Plots</h2><div class='plots'>")
+    out.extend(plots(s))
+    out.append("</div>")
+    out.append(f"<h2>Worst sessions ({len(worst)})</h2>")
+    if not worst:
+        out.append("<p>No session has a reported mismatch.</p>")
+    for r in worst:
+        out.append(
+            f"<h3>{e(r.session_id)} <span class='meta'>{e(r.source)} · {r.turns} turns · {r.num_ids:,} ids · "
+            f"{len(r.mismatches)} mismatch(es) · first divergence at id {r.first_divergence}</span></h3>"
+        )
+        for it in r.items[:12]:
+            left, right = _diff_spans(it["expected_text"], it["actual_text"])
+            before, after = _context(it.get("before", ""), True), _context(it.get("after", ""), False)
+            left, right = [(before, False), *left, (after, False)], [(before, False), *right, (after, False)]
+            label = (
+                f"segment {it['segment_index']} · {it['type'] or 'not reported'} · kind {it['kind']} · role {it['role']} · "
+                f"message {it['message_index']} · turn {it['turn']} · id {it['position']}"
+            )
+            if it.get("detail"):
+                label += f" · {it['detail']}"
+            out.append(f"<div class='meta'>{e(label)}</div><div class='pair'>")
+            out.append(f"<pre title='expected (fresh render)'>{_html_runs(left, 'del')}</pre>")
+            out.append(f"<pre title='actual (session ids)'>{_html_runs(right, 'ins')}</pre></div>")
+        if len(r.items) > 12:
+            out.append(f"<p class='meta'>… {len(r.items) - 12} more</p>")
+    if s.errors:
+        out.append(f"<h2>Bad records ({len(s.errors)})</h2><table><tr><th>record</th><th>session</th><th>reason</th></tr>")
+        for b in s.errors[:200]:
+            out.append(f"<tr><td>{e(str(b['source']))}</td><td>{e(str(b['session_id']))}</td><td>{e(b['reason'])}</td></tr>")
+        out.append("</table>")
+    out.append(
+        "<p class='meta'>Left: expected (fresh chat-template render). Right: the session's ids. Highlighted: what differs "
+        "(∅: nothing on this side). ↵ marks a newline; the text around each difference is the session's.</p>"
+    )
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score") -> str:
+    """The summary, breakdowns and worst sessions as Markdown."""
+    lines = [f"# {title}", ""]
+    if not s.complete:
+        lines += ["**INCOMPLETE**: the run stopped at a bad record; the figures cover only what came before.", ""]
+    lines += ["| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in summary_rows(s)]
+    lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]
+    lines += [f"| {t['turn']} | {t['sessions']} | {t['with_mismatch']} | {_pct(t['rate'])} |" for t in s.by_turn if t["with_mismatch"]]
+    lines += ["", "## Worst sessions", ""]
+    for r in worst:
+        lines.append(f"### {r.session_id} ({r.source}, first divergence at id {r.first_divergence})")
+        for it in r.items[:8]:
+            lines.append(
+                f"- segment {it['segment_index']}, {it['type'] or 'not reported'}, {it['kind']}, role {it['role']}, "
+                f"turn {it['turn']}: expected `{json.dumps(it['expected_text'][:120], ensure_ascii=False)}` "
+                f"actual `{json.dumps(it['actual_text'][:120], ensure_ascii=False)}`"
+            )
+    if s.errors:
+        lines += ["", "## Bad records", ""] + [f"- {b['source']}: {b['reason']}" for b in s.errors[:200]]
+    return "\n".join(lines) + "\n"
+
+
+# -- terminal diff --------------------------------------------------------------
+
+RED, GREEN, DIM, BOLD, RESET = "\x1b[31;1m", "\x1b[32;1m", "\x1b[2m", "\x1b[1m", "\x1b[0m"
+
+
+def _wrap_runs(runs: list[tuple[str, bool]], col: int, code: str, use_colour: bool) -> list[str]:
+    """Runs cut into lines of `col` visible characters (padded), differing runs
+    coloured (or bracketed without colour)."""
+    chars: list[tuple[str, bool]] = []
+    for t, d in runs:
+        t = t.replace("\n", "↵").replace("\t", "→")
+        if d and not use_colour:
+            t = "[" + t + "]"
+        chars.extend((c, d) for c in t)
+    lines = []
+    for k in range(0, max(len(chars), 1), col):
+        row = chars[k : k + col]
+        out, on = [], False
+        for c, d in row:
+            if use_colour and d != on:
+                out.append(code if d else RESET)
+                on = d
+            out.append(c)
+        if on:
+            out.append(RESET)
+        lines.append("".join(out) + " " * (col - len(row)))
+    return lines
+
+
+def terminal_diff(pairs: list[tuple[str, str, str]], *, colour: bool, width: int = 100, context: int = 1) -> str:
+    """Side-by-side segment pairs `(label, expected_text, actual_text)`: equal pairs
+    are folded (keeping `context` around each difference), differences coloured
+    (red: expected only, green: actual only; bracketed without colour)."""
+    col = max(20, (width - 3) // 2)
+    diff_at = [i for i, (_, a, b) in enumerate(pairs) if a != b]
+    keep = {j for i in diff_at for j in range(i - context, i + context + 1)}
+    lines = [f"{'expected (fresh render)':<{col}} │ actual (session ids)", "─" * col + "─┼─" + "─" * col]
+    folded = 0
+    for i, (label, a, b) in enumerate(pairs):
+        if i not in keep:
+            folded += 1
+            continue
+        if folded:
+            lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
+            folded = 0
+        differs = a != b
+        head = f"{label}" + ("  ≠" if differs else "")
+        lines.append((BOLD if colour and differs else "") + head + (RESET if colour and differs else ""))
+        left, right = _diff_spans(a, b) if differs else ([(a, False)], [(b, False)])
+        la, ra = _wrap_runs(left, col, RED, colour), _wrap_runs(right, col, GREEN, colour)
+        for k in range(max(len(la), len(ra))):
+            lines.append(f"{la[k] if k < len(la) else ' ' * col} │ {ra[k] if k < len(ra) else ''}".rstrip())
+    if folded:
+        lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
+    if not diff_at:
+        lines.append("no difference")
+    return "\n".join(lines) + "\n"
+
+
+def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str]]:
+    """Segment-aligned `(label, expected_text, actual_text)` of two id sequences:
+    pair by pair when the structures match, else aligned by a segment diff
+    (a missing segment shows as empty text on its side)."""
+    e_segs = cmp.segment_by_special_tokens(expected)
+    a_segs = cmp.segment_by_special_tokens(actual)
+
+    def text(seg: Any) -> str:
+        return str(cmp._decode(seg.token_ids))
+
+    def key(seg: Any) -> Any:
+        return ("s", seg.token_ids[0]) if seg.is_special else ("c", tuple(seg.token_ids))
+
+    pairs: list[tuple[str, str, str]] = []
+    sm = difflib.SequenceMatcher(None, [key(x) for x in e_segs], [key(x) for x in a_segs], autojunk=False)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
+            for k in range(i2 - i1):
+                e, a = e_segs[i1 + k], a_segs[j1 + k]
+                kind = "special" if e.is_special else "content"
+                pairs.append((f"segment {i1 + k} ({kind})" + (f" / actual {j1 + k}" if i1 != j1 else ""), text(e), text(a)))
+            continue
+        for k in range(i1, i2):
+            pairs.append((f"segment {k} (expected only)", text(e_segs[k]), ""))
+        for k in range(j1, j2):
+            pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k])))
+    return pairs
