@@ -84,6 +84,7 @@ class FastSplitter:
         self.boundary = boundary_ids
         self.normalizer: Any = None
         self.pattern: re.Pattern[str] | None = None
+        self.pattern_normalized: re.Pattern[str] | None = None
         backend = getattr(tito.tokenizer, "backend_tokenizer", None) or getattr(tito.tokenizer, "_tokenizer", None)
         if tito.encoder is not None:
             self.reason = "the family renders with its own encoder module"
@@ -94,24 +95,45 @@ class FastSplitter:
         if self.reason:
             return
         added = backend.get_added_tokens_decoder()
+        raw: list[str] = []
+        normalized: list[str] = []
         for tid, tok in added.items():
             if tok.lstrip or tok.rstrip or tok.single_word:
                 self.reason = f"added token {tok.content!r} strips whitespace or matches single words"
                 return
-            if not tok.normalized:
-                self.by_text[tok.content] = int(tid)
-        missing = [b for b in sorted(boundary_ids) if b not in added or added[b].normalized]
+            self.by_text[tok.content] = int(tid)
+            (normalized if tok.normalized else raw).append(tok.content)
+        missing = [b for b in sorted(boundary_ids) if b not in added]
         if missing:
-            self.reason = f"boundary id {missing[0]} is not an added token matched before normalization"
+            self.reason = f"boundary id {missing[0]} is not an added token"
             return
         self.normalizer = backend.normalizer
-        alternatives = sorted(self.by_text, key=len, reverse=True)
-        self.pattern = re.compile("(" + "|".join(re.escape(a) for a in alternatives) + ")") if alternatives else None
 
-    def segments(self, text: str) -> list[int | str]:
+        def alternation(texts: list[str]) -> re.Pattern[str] | None:
+            texts = sorted(texts, key=len, reverse=True)  # longest first: leftmost-longest, as the tokenizer matches
+            return re.compile("(" + "|".join(re.escape(t) for t in texts) + ")") if texts else None
+
+        # The tokenizer matches added tokens in two passes: those not normalized on
+        # the raw text, then the normalized ones inside the normalized pieces.
+        self.pattern = alternation(raw)
+        self.pattern_normalized = alternation(normalized)
+
+    def segments(self, text: str) -> list[int | str] | None:
         """The render as boundary ids and content texts, in order (content texts hold the
-        non-boundary added tokens as text)."""
+        non-boundary added tokens as text); None when a piece the tokenizer would
+        normalize holds normalized added tokens (the path cannot follow it)."""
         parts = self.pattern.split(text) if self.pattern is not None else [text]
+        if self.pattern_normalized is not None:
+            expanded: list[str] = []
+            for k, p in enumerate(parts):
+                if k % 2 == 1 or not p:
+                    expanded.append(p)
+                    continue
+                sub = self.pattern_normalized.split(p)
+                if len(sub) > 1 and not self.invariant(p):
+                    return None
+                expanded.extend(sub)  # text, token, text, ...: parity of positions is kept
+            parts = expanded
         out: list[int | str] = []
         cur: list[str] = []
         for k, p in enumerate(parts):
@@ -212,12 +234,14 @@ class Scorer:
         except Exception as e:  # a template that raises is a bad record, not a crash
             raise ScoreError(f"the chat template failed: {type(e).__name__}: {e}") from e
 
-    def _fast_expected(self, text: str, actual: np.ndarray) -> tuple[np.ndarray, int, int]:
+    def _fast_expected(self, text: str, actual: np.ndarray) -> tuple[np.ndarray, int, int] | None:
         """Ids that compare like the encoded render: the session's own ids for
         content segments with provably the same text, real ids elsewhere.
         Returns (ids, segments encoded, segments)."""
         sp = self.splitter
         segs = sp.segments(text)
+        if segs is None:
+            return None
         starts, special = self._seg.segment(actual)
         starts_l, special_l = starts.tolist(), special.tolist()
         n_act = len(special_l)
@@ -258,8 +282,9 @@ class Scorer:
         text = self._render(record)
         path, encoded, nseg = "full", 0, 0
         expected: np.ndarray | None = None
-        if self.fast_path:
-            expected, encoded, nseg = self._fast_expected(text, actual)
+        fast = self._fast_expected(text, actual) if self.fast_path else None
+        if fast is not None:
+            expected, encoded, nseg = fast
             path = "fast"
         diag = self.cmp.diagnose(expected if expected is not None else self.expected_ids(record, text), actual)
         if path == "fast" and any(m.type.value == "special_token_count" for m in diag.reference):
