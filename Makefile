@@ -3,11 +3,21 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test verify-templates bench dev lint clean
+.PHONY: example demo test verify-templates bench dev lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+## example: build + install (release), then score the shipped example dumps (reports in example-report/)
+example: $(BIN)/python
+	$(BIN)/python -m pip install --quiet '.[score]'
+	mkdir -p example-report
+	$(BIN)/tito-fast score examples/qwen3_dump.jsonl --tokenizer fixture:qwen3 --family qwen3 \
+		--report example-report/qwen3.html --markdown example-report/qwen3.md --json example-report/qwen3.json
+	$(BIN)/tito-fast score examples/glm47_dump.jsonl --tokenizer fixture:glm47 --family glm47 \
+		--report example-report/glm47.html --markdown example-report/glm47.md --json example-report/glm47.json
+	@echo "reports: example-report/qwen3.html example-report/glm47.html"
 
 ## demo: build and install tito_fast (release), then find planted faults in generated sessions
 demo: $(BIN)/python
@@ -46,4 +56,4 @@ lint:
 	cargo clippy --features python --lib -- -D warnings
 
 clean:
-	rm -rf target $(VENV) bench-results .pytest_cache .hypothesis .benchmarks
+	rm -rf target $(VENV) bench-results example-report .pytest_cache .hypothesis .benchmarks

@@ -99,7 +99,7 @@ def _edit_nth(text: str, pattern: str, repl: Any, n: int, start: int = 0) -> str
     if not matches:
         raise ValueError(f"pattern {pattern!r} not found")
     m = matches[n % len(matches)]
-    new = repl(m) if callable(repl) else repl
+    new = str(repl(m)) if callable(repl) else str(repl)
     return text[: m.start()] + new + text[m.end() :]
 
 
@@ -117,7 +117,7 @@ def plant(tito: Any, rng: random.Random, msgs: list[dict[str, Any]], fault: str)
         think_end = tito.tokenizer.convert_tokens_to_ids("</think>")
         for _ in range(200):
             k = rng.randrange(len(ids))
-            piece = tito.tokenizer.decode([ids[k]])
+            piece = str(tito.tokenizer.decode([ids[k]]))
             if len(piece) >= 4 and piece.isascii() and k > 0 and think_end in ids[max(0, k - 40) : k]:
                 split = tito.encode(piece[:2]) + tito.encode(piece[2:])
                 if split != [ids[k]] and tito.tokenizer.decode(split) == piece:

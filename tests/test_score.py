@@ -287,7 +287,7 @@ def test_parquet_equals_jsonl(tmp_path: Path) -> None:
 
     pq.write_table(pa.table({"session_id": ["a", "b"]}), tmp_path / "cols.parquet")
     bad = list(read_dump(tmp_path / "cols.parquet"))
-    assert [b.source for b in bad] == ["cols.parquet:row 0", "cols.parquet:row 1"]  # type: ignore[union-attr]
+    assert [b.source for b in bad] == ["cols.parquet:row 0", "cols.parquet:row 1"]
     assert all(isinstance(b, BadRecord) and "missing column" in b.reason for b in bad)
 
 
@@ -315,3 +315,19 @@ def test_cli_diff(tmp_path: Path, capsys: Any) -> None:
     assert cli("diff", str(a), str(b), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--color", "never") == 0
     assert "no difference" in capsys.readouterr().out
     assert cli("diff", str(QWEN_DUMP), "--tokenizer", "fixture:qwen3", "--session", "nope") == 2
+
+
+def test_jsonl_ranges_cover_every_line_once(tmp_path: Path) -> None:
+    from tito_fast.dump import jsonl_ranges, read_jsonl_range
+
+    lines = QWEN_DUMP.read_bytes().split(b"\n")[:7]
+    raw = lines[0] + b"\n\n" + b"\n".join(lines[1:5]) + b"\n{bad\n" + lines[5] + b"\n" + lines[6]  # blank line, bad line, no final newline
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(raw)
+    whole = [(r.source, getattr(r, "session_id", None)) for r in read_dump(p)]
+    for per in (1, 2, 3, 100):
+        ranges = jsonl_ranges(p, per)
+        assert sum(n for *_, n in ranges) == len(whole) == 8
+        got = [(r.source, getattr(r, "session_id", None)) for a, b, first, _ in ranges for r in read_jsonl_range(p, a, b, first)]
+        assert got == whole
+    assert whole[5][0] == "r.jsonl:7"  # line numbers count the blank line

@@ -1,6 +1,9 @@
 """The `tito-fast` command line.
 
-`tito-fast demo` builds synthetic multi-turn sessions the way a TITO trainer
+`tito-fast score DUMP` scores a rollout dump (the reference's session
+mismatch metrics, diagnosed; see `tito_fast.score`), `tito-fast diff` shows
+two id sequences side by side by segment, `tito-fast verify-template`
+checks a family's merge against the full render, and `tito-fast demo` builds synthetic multi-turn sessions the way a TITO trainer
 does (a TokenBuffer per session, the Qwen3 splice at every turn, a prefix
 check per turn), plants known faults in a share of the fresh renders, and
 finds them again with the batch kernel, printing what it planted next to

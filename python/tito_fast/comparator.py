@@ -186,7 +186,7 @@ class TokenSeqComparator:
         from tito_fast.diagnosis import RoleTracker, diagnose
 
         if self._tracker is None:
-            self._tracker = RoleTracker(self.tokenizer, self._role_scheme)
+            self._tracker = RoleTracker(self.tokenizer, self._role_scheme, decode=self._decode)
         return diagnose(self, self._tracker, expected_ids, actual_ids, self._trim(trim_trailing_ids))
 
     def compare_batch(

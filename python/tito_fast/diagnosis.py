@@ -123,9 +123,12 @@ class MessageTable:
 class RoleTracker:
     """Finds messages and roles in id sequences of one tokenizer and scheme."""
 
-    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None) -> None:
+    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None, decode: Any = None) -> None:
         self.tokenizer = tokenizer
         self.scheme = scheme if scheme is not None else self.detect(tokenizer)
+        # `decode(ids) -> str`: the comparator's (byte table first) when given.
+        self._decode = decode if decode is not None else (lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False)))
+        self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
         self.fixed: dict[int, str] = {}
         self.named: dict[int, str | int] = {}
         if self.scheme is not None:
@@ -157,14 +160,17 @@ class RoleTracker:
                 roles.append(self.fixed[marker])
                 continue
             term = self.named[marker]
-            probe = arr[p + 1 : p + 1 + ROLE_PROBE_IDS]
+            probe = arr[p + 1 : p + 1 + ROLE_PROBE_IDS].tolist()
             if isinstance(term, int):
-                hits = np.flatnonzero(probe == term)
-                probe = probe[: hits[0]] if len(hits) else probe
-                text = str(self.tokenizer.decode(probe.tolist(), skip_special_tokens=False))
+                if term in probe:
+                    probe = probe[: probe.index(term)]
+                key = (marker, *probe)
+                role = self._roles.get(key)
+                if role is None:
+                    role = self._roles[key] = _normalise_role(self._decode(probe))
+                roles.append(role)
             else:
-                text = str(self.tokenizer.decode(probe.tolist(), skip_special_tokens=False)).split(term, 1)[0]
-            roles.append(_normalise_role(text))
+                roles.append(_normalise_role(self._decode(probe).split(term, 1)[0]))
         return MessageTable(starts.astype(np.int64), roles)
 
 
@@ -204,6 +210,8 @@ class Diagnosis:
     #: Problems with the input itself, e.g. ids outside the tokenizer's
     #: vocabulary (a sign that the two sides used different tokenizers).
     warnings: list[str] = field(default_factory=list)
+    #: Where each message of the actual ids starts, and its role.
+    actual_table: MessageTable | None = field(default=None, repr=False, compare=False)
 
     def by_kind(self) -> dict[str, int]:
         """How many items of each kind."""
@@ -249,15 +257,14 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     reference = cmp._mismatches(exp, act, aligned)  # the reference's list, from the same alignment
     kind, differing, _verdicts, (e_starts, e_special), (a_starts, a_special), _texts = aligned
     e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
-    e_list = _to_list(exp[: e_starts[-1]])
-    a_list = _to_list(act[: a_starts[-1]])
-    e_table, a_table = tracker.table(e_list), tracker.table(a_list)
+    e_arr, a_arr = exp[: e_starts[-1]], act[: a_starts[-1]]  # trimmed; lists only of the pairs that differ
+    a_table = tracker.table(a_arr)
     items: list[DiagnosisItem] = []
     warnings = _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
 
     def pair_item(i: int, j: int) -> DiagnosisItem | None:
         es, ee, as_, ae = e_starts[i], e_starts[i + 1], a_starts[j], a_starts[j + 1]
-        e_ids, a_ids = e_list[es:ee], a_list[as_:ae]
+        e_ids, a_ids = _to_list(e_arr[es:ee]), _to_list(a_arr[as_:ae])
         if e_ids == a_ids:
             return None
         e_text, a_text = cmp._decode(e_ids), cmp._decode(a_ids)
@@ -269,8 +276,8 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         if e_text == a_text:
             ref_type = None
         else:
-            assistant = cmp._is_assistant(e_list, e_starts, e_special, i) and cmp._is_assistant(
-                a_list, a_starts, a_special, j
+            assistant = cmp._is_assistant(e_arr, e_starts, e_special, i) and cmp._is_assistant(
+                a_arr, a_starts, a_special, j
             )
             ref_type = "assistant_text" if assistant else "non_assistant_text"
         kind_ = classify(e_ids, a_ids, e_text, a_text)
@@ -280,7 +287,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         for i in differing.tolist():
             if (item := pair_item(i, i)) is not None:
                 items.append(item)
-        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings)
+        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
 
     # Structures differ: align the two segment lists (special ids, and a
     # digest of each content run) and report each added, removed or changed
@@ -288,6 +295,8 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     def sig(ids: list[int], starts: list[int], special: Any) -> list[Any]:
         return [ids[starts[k]] if special[k] else hash(tuple(ids[starts[k] : starts[k + 1]])) for k in range(len(special))]
 
+    e_list, a_list = _to_list(e_arr), _to_list(a_arr)
+    e_table = tracker.table(e_arr)  # only structural differences name expected-side messages
     matcher = difflib.SequenceMatcher(None, sig(e_list, e_starts, e_special), sig(a_list, a_starts, a_special), autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -319,7 +328,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         items.append(
             DiagnosisItem("special_token_count", kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
-    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings)
+    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
 
 
 def _vocabulary_warnings(cmp: TokenSeqComparator, sides: dict[str, Any]) -> list[str]:

@@ -93,7 +93,7 @@ def count_records(path: str | Path) -> int:
 
         return int(pq.ParquetFile(p).metadata.num_rows)
     n = 0
-    with _open_text(p) as f:
+    with _open_binary(p) as f:
         for line in f:
             n += bool(line.strip())
     return n
@@ -110,29 +110,74 @@ def read_dump(path: str | Path, *, batch_size: int = 256) -> Iterator[Record | B
         yield from _read_jsonl(p)
 
 
-def _open_text(p: Path) -> Any:
+def _open_binary(p: Path) -> Any:
     if str(p).endswith(".gz"):
         import gzip
 
-        return gzip.open(p, "rt", encoding="utf-8")
-    return open(p, encoding="utf-8")
+        return gzip.open(p, "rb")
+    return open(p, "rb")
 
 
 def _read_jsonl(p: Path) -> Iterator[Record | BadRecord]:
-    with _open_text(p) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            source = f"{p.name}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
-                continue
-            if not isinstance(obj, dict):
-                yield BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
-                continue
-            yield _record(source, str(lineno), obj, json_strings=False)
+    if str(p).endswith(".gz"):
+        import gzip
+
+        with gzip.open(p, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if (rec := _jsonl_record(p.name, lineno, line)) is not None:
+                    yield rec
+        return
+    yield from read_jsonl_range(p, 0, None, 1)
+
+
+def read_jsonl_range(path: str | Path, start: int, end: int | None, first_lineno: int) -> Iterator[Record | BadRecord]:
+    """The records of an uncompressed JSONL file between byte offsets `start` and
+    `end` (line boundaries; None: to the end), the first on line `first_lineno`.
+    Lines are split at b"\\n" only (a JSON text never holds a raw newline)."""
+    p = Path(path)
+    with open(p, "rb") as f:
+        f.seek(start)
+        data = f.read() if end is None else f.read(end - start)
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    for k, line in enumerate(lines):
+        if (rec := _jsonl_record(p.name, first_lineno + k, line)) is not None:
+            yield rec
+
+
+def jsonl_ranges(path: str | Path, records_per_range: int) -> list[tuple[int, int, int, int]]:
+    """`(start, end, first_lineno, records)` byte ranges of a JSONL file, each holding
+    about `records_per_range` records, for readers in other processes."""
+    out = []
+    start = pos = n = 0
+    first = lineno = 1
+    with open(path, "rb") as f:
+        for line in f:
+            pos += len(line)
+            lineno += 1
+            n += bool(line.strip())
+            if n >= records_per_range:
+                out.append((start, pos, first, n))
+                start, first, n = pos, lineno, 0
+    if pos > start:
+        out.append((start, pos, first, n))
+    return out
+
+
+def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | None:
+    if not raw.strip():
+        return None
+    source = f"{name}:{lineno}"
+    try:
+        obj = json.loads(raw)
+    except UnicodeDecodeError as e:
+        return BadRecord(source, f"not UTF-8: {e.reason} at byte {e.start}")
+    except json.JSONDecodeError as e:
+        return BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
+    if not isinstance(obj, dict):
+        return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
+    return _record(source, str(lineno), obj, json_strings=False)
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
@@ -180,20 +225,20 @@ def _record(source: str, default_id: str, obj: dict[str, Any], *, json_strings: 
         return BadRecord(source, f"'token_ids' must be a list of ints, got {type(ids).__name__}", session_id)
     if not ids:
         return BadRecord(source, "'token_ids' is empty", session_id)
-    bad = next((k for k, t in enumerate(ids) if type(t) is not int), None)
-    if bad is not None:
+    if set(map(type, ids)) != {int}:  # one C-level pass; bool and float are not ids
+        bad = next(k for k, t in enumerate(ids) if type(t) is not int)
         return BadRecord(source, f"token_ids[{bad}] is not an int: {ids[bad]!r}", session_id)
-    arr = np.asarray(ids, dtype=np.int64)
-    out_of_range = np.flatnonzero((arr < 0) | (arr > MAX_ID))
-    if len(out_of_range):
-        k = int(out_of_range[0])
-        return BadRecord(source, f"token_ids[{k}] = {int(arr[k])} is out of range", session_id)
+    try:
+        arr = np.array(ids, dtype=np.uint32)  # NumPy 2 raises for ints outside uint32
+    except OverflowError:
+        k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
+        return BadRecord(source, f"token_ids[{k}] = {ids[k]} is out of range", session_id)
     family = obj.get("family")
     return Record(
         source,
         session_id,
         messages,
-        arr.astype(np.uint32),
+        arr,
         tools=tools,
         family=str(family) if family is not None else None,
         metadata=metadata,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import collections
 import itertools
 import multiprocessing
+import pickle
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast.dump import BadRecord, Record, count_records, read_dump
+from tito_fast.dump import BadRecord, Record, count_records, dump_format, jsonl_ranges, read_dump, read_jsonl_range
 from tito_fast.score import Mode, Scorer, ScoreError, SessionResult, Summary, summarize
 
 OnError = Literal["fail", "skip"]
@@ -70,14 +72,31 @@ def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRec
 _WORKER: Scorer | None = None
 
 
-def _init_worker(tokenizer: str, family: Any, template: str | None, mode: Mode) -> None:
+def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode: Mode) -> None:
+    """Build this process's scorer: from a tokenizer spec, or from a pickled
+    `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild)."""
     global _WORKER
-    _WORKER = build_scorer(tokenizer, family, template, mode)
+    if isinstance(tokenizer, bytes):
+        from tito_fast import vocab as vocab_module
+
+        tok, vocab = pickle.loads(tokenizer)
+        if vocab is not None:
+            vocab_module._CACHE[tok] = vocab
+        _WORKER = Scorer(tok, family, chat_template=template, mode=mode)
+    else:
+        _WORKER = build_scorer(tokenizer, family, template, mode)
 
 
-def _score_chunk(chunk: list[Record | BadRecord]) -> list[SessionResult | BadRecord]:
+def _describe_worker() -> tuple[str, bool, str | None]:
     assert _WORKER is not None
-    return [score_one(_WORKER, r) for r in chunk]
+    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason
+
+
+def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
+    """Score a byte range of a JSONL file (read here, not in the parent) or a list of records."""
+    assert _WORKER is not None
+    records = read_jsonl_range(*task[1:]) if task[0] == "range" else task[1]
+    return [score_one(_WORKER, r) for r in records]
 
 
 def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -85,11 +104,11 @@ def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def _bounded_map(pool: ProcessPoolExecutor, chunks: Iterator[list[Any]], ahead: int) -> Iterator[Any]:
+def _bounded_map(pool: ProcessPoolExecutor, chunks: Iterator[tuple[Any, ...]], ahead: int) -> Iterator[Any]:
     """`pool.map` in order, with at most `ahead` chunks in flight (a dump is never read whole)."""
     pending: collections.deque[Any] = collections.deque()
     for chunk in chunks:
-        pending.append(pool.submit(_score_chunk, chunk))
+        pending.append(pool.submit(_score_task, chunk))
         if len(pending) >= ahead:
             yield pending.popleft().result()
     while pending:
@@ -121,14 +140,14 @@ def run_score(
             marked incomplete, `stopped_at` names the record); "skip" counts
             and lists bad records and goes on.
         progress: called with (done, total) after each chunk.
-        scorer: a ready `Scorer` for the in-process path.
+        scorer: a ready `Scorer` (then `tokenizer`, `family` and `mode` are
+            taken from it; with workers, its tokenizer and byte table are
+            sent to them instead of being loaded again).
     """
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    total = count_records(dump)
-    records = read_dump(dump)
     results: list[SessionResult] = []
     bad: list[BadRecord] = []
     stopped_at: str | None = None
@@ -136,18 +155,37 @@ def run_score(
     chunk_size = 8
     pool: ProcessPoolExecutor | None = None
     if workers == 1:
+        total = count_records(dump)
         local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
-        info = local
-        outputs: Iterator[list[SessionResult | BadRecord]] = ([score_one(local, r) for r in c] for c in _chunks(records, chunk_size))
+        family_name, fast_on, reason = local.family, local.fast_path, local.splitter.reason
+        outputs: Iterator[list[SessionResult | BadRecord]] = (
+            [score_one(local, r) for r in c] for c in _chunks(read_dump(dump), chunk_size)
+        )
     else:
-        info = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
+        path = Path(dump)
+        if dump_format(path) == "jsonl" and not path.name.endswith(".gz"):
+            ranges = jsonl_ranges(path, chunk_size)  # workers read their own lines
+            total = sum(r[3] for r in ranges)
+            tasks: Iterator[tuple[Any, ...]] = (("range", str(path), a, b, first) for a, b, first, _ in ranges)
+        else:
+            total = count_records(dump)
+            tasks = (("records", c) for c in _chunks(read_dump(dump), chunk_size))
+        spec: str | bytes = tokenizer
+        if scorer is not None:  # reuse the caller's tokenizer, family and byte table
+            spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
+            family, mode = scorer.tito.config, scorer.mode
         pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(tokenizer, family, template, mode),
+            initargs=(spec, family, template, mode),
         )
-        outputs = _bounded_map(pool, _chunks(records, chunk_size), 4 * workers)
+        try:
+            family_name, fast_on, reason = pool.submit(_describe_worker).result()
+        except BrokenProcessPool as e:
+            pool.shutdown(cancel_futures=True)
+            raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
+        outputs = _bounded_map(pool, tasks, 4 * workers)
     try:
         for chunk_out in outputs:
             for out in chunk_out:
@@ -166,11 +204,11 @@ def run_score(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-    fast = "on" if info.fast_path else f"off ({'mode full' if mode == 'full' else info.splitter.reason})"
+    fast = "on" if fast_on else f"off ({'mode full' if mode == 'full' else reason})"
     summary = summarize(
         results,
         bad,
-        family=info.family,
+        family=family_name,
         mode=mode,
         fast_path=fast,
         metric_version=metric_version,

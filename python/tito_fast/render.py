@@ -264,6 +264,8 @@ def _compile(template: str) -> Any:
     import jinja2
     import jinja2.ext
     import jinja2.nodes
+    import jinja2.runtime
+    import jinja2.utils
     from jinja2.sandbox import SandboxedEnvironment
 
     class Generation(jinja2.ext.Extension):
@@ -289,6 +291,7 @@ def _compile(template: str) -> Any:
         return datetime.now().strftime(fmt)
 
     dict_attributes = frozenset(dir(dict))
+    plain_objects = (jinja2.runtime.LoopContext, jinja2.utils.Namespace)
     # Public str methods; the sandbox allows them all and wraps only these two.
     str_methods = frozenset(a for a in dir(str) if not a.startswith("_")) - {"format", "format_map"}
 
@@ -309,6 +312,12 @@ def _compile(template: str) -> Any:
                     return self.undefined(obj=obj, name=attribute)
             if t is str and attribute in str_methods:
                 return getattr(obj, attribute)
+            if t in plain_objects and not attribute.startswith("_"):
+                # loop.index0, ns.flag: public data of jinja's own objects, which the sandbox allows
+                try:
+                    return getattr(obj, attribute)
+                except AttributeError:
+                    return self.undefined(obj=obj, name=attribute)
             return super().getattr(obj, attribute)
 
     # A (mutable) sandbox: some templates build lists with `.append`.

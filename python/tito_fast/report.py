@@ -342,9 +342,13 @@ def terminal_diff(pairs: list[tuple[str, str, str]], *, colour: bool, width: int
 def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str]]:
     """Segment-aligned `(label, expected_text, actual_text)` of two id sequences:
     pair by pair when the structures match, else aligned by a segment diff
-    (a missing segment shows as empty text on its side)."""
-    e_segs = cmp.segment_by_special_tokens(expected)
-    a_segs = cmp.segment_by_special_tokens(actual)
+    (a missing segment shows as empty text on its side). The comparator's
+    trailing trims apply first, as in the comparison."""
+    from tito_fast import trim_trailing
+
+    trim = cmp._trim(None)
+    e_segs = cmp.segment_by_special_tokens(trim_trailing(expected, trim) if trim else expected)
+    a_segs = cmp.segment_by_special_tokens(trim_trailing(actual, trim) if trim else actual)
 
     def text(seg: Any) -> str:
         return str(cmp._decode(seg.token_ids))

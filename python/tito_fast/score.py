@@ -83,9 +83,11 @@ class FastSplitter:
         self.by_text: dict[str, int] = {}
         self.boundary = boundary_ids
         self.normalizer: Any = None
+        self._unicode_form = False
+        self._python_form: str | None = None
         self.pattern: re.Pattern[str] | None = None
         self.pattern_normalized: re.Pattern[str] | None = None
-        backend = getattr(tito.tokenizer, "backend_tokenizer", None) or getattr(tito.tokenizer, "_tokenizer", None)
+        backend: Any = getattr(tito.tokenizer, "backend_tokenizer", None) or getattr(tito.tokenizer, "_tokenizer", None)
         if tito.encoder is not None:
             self.reason = "the family renders with its own encoder module"
         elif not byte_exact:
@@ -108,6 +110,12 @@ class FastSplitter:
             self.reason = f"boundary id {missing[0]} is not an added token"
             return
         self.normalizer = backend.normalizer
+        form = repr(self.normalizer)[:-2]
+        self._unicode_form = form in ("NFC", "NFD", "NFKC", "NFKD")
+        # Python's own check of the same form decides whole texts at C speed
+        # (the tokenizer's normalize_str builds alignments: ~100 ns a character).
+        # It is trusted only when it agrees with the tokenizer on probes.
+        self._python_form: str | None = form if self._unicode_form and self._agrees(form) else None
 
         def alternation(texts: list[str]) -> re.Pattern[str] | None:
             texts = sorted(texts, key=len, reverse=True)  # longest first: leftmost-longest, as the tokenizer matches
@@ -153,9 +161,39 @@ class FastSplitter:
             out.append("".join(cur))
         return out
 
+    def _agrees(self, form: str) -> bool:
+        import unicodedata
+
+        probes = ["e\u0301", "\u00e9", "A\u030a", "\u212b", "\ufb01", "\u1100\u1161\u11a8", "\uac01", "q\u0323\u0307",
+                  "q\u0307\u0323", "\u0958", "\u2126", "\u00bd", "x\u0345\u0301", "\U0001d15e", "\u0f73", "caf\u00e9 \u4f60"]
+        for p in probes:
+            mine = unicodedata.is_normalized(form, p)  # type: ignore[arg-type]
+            if mine != (self.normalizer.normalize_str(p) == p):
+                return False
+        return True
+
+    def all_invariant(self, texts: list[str]) -> bool:
+        """Whether the normalizer leaves every text as it is, in one call: texts are
+        joined by newlines, which no Unicode normalization form composes, reorders,
+        creates or removes, so the join is invariant exactly when every text is."""
+        if self.normalizer is None:
+            return True
+        if not self._unicode_form:
+            return False  # decide text by text
+        joined = "\n".join(t for t in texts if not t.isascii())
+        if not joined:
+            return True
+        if self._python_form is not None:
+            import unicodedata
+
+            return unicodedata.is_normalized(self._python_form, joined)  # type: ignore[arg-type]
+        return bool(self.normalizer.normalize_str(joined) == joined)
+
     def invariant(self, text: str) -> bool:
         """The normalizer leaves `text` as it is (so its ids decode back to it)."""
-        return self.normalizer is None or self.normalizer.normalize_str(text) == text
+        if self.normalizer is None or (self._unicode_form and text.isascii()):
+            return True  # Unicode normalization forms leave ASCII as it is
+        return bool(self.normalizer.normalize_str(text) == text)
 
 
 class Scorer:
@@ -255,16 +293,17 @@ class Scorer:
                 if s not in self._trim:
                     break
                 continue
-            ids = self.tito.encode(s)
-            if any(t not in self._trim for t in ids):
+            tail = self.tito.encode(s)
+            if any(t not in self._trim for t in tail):
                 break
         pieces: list[Any] = []
         encoded = 0
+        all_invariant = sp.all_invariant([s for s in segs if isinstance(s, str)])
         for i, s in enumerate(segs):
             if isinstance(s, int):
                 pieces.append(np.array([s], dtype=np.uint32))
                 continue
-            if i < real_from and i < n_act and not special_l[i] and sp.invariant(s):
+            if i < real_from and i < n_act and not special_l[i] and (all_invariant or sp.invariant(s)):
                 a = actual[starts_l[i] : starts_l[i + 1]]
                 raw = self._seg.text_bytes(a)
                 if raw is not None and raw == s.encode("utf-8"):
@@ -299,7 +338,7 @@ class Scorer:
     def _result(
         self, record: Record, diag: Any, expected: np.ndarray, actual: np.ndarray, path: str, encoded: int, nseg: int
     ) -> SessionResult:
-        table = self.cmp._tracker.table(actual) if self.cmp._tracker.scheme is not None else None
+        table = diag.actual_table if self.cmp._tracker.scheme is not None else None
         assistant_starts = (
             np.array([s for s, r in zip(table.starts.tolist(), table.roles) if r == "assistant"], dtype=np.int64)
             if table is not None
@@ -411,8 +450,8 @@ def summarize(
             hit_turns.add(max(r.turns - 1, 0))  # located nowhere: count it once, at the last turn
         turns += max(r.turns, 1)
         turns_bad += len(hit_turns)
-        for t in range(max(r.turns, 1)):
-            reach[t] += 1
+        for k in range(max(r.turns, 1)):
+            reach[k] += 1
         turn_hits.update(hit_turns)
     by_turn = [
         {"turn": t, "sessions": reach[t], "with_mismatch": turn_hits[t], "rate": turn_hits[t] / reach[t]} for t in sorted(reach)
