@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tito_fast import reference
-from tito_fast.dump import read_dump, write_jsonl
+from tito_fast.dump import Record, read_dump, write_jsonl
 from tito_fast.job import run_score
 from tito_fast.score import Scorer
 from benches.bench_trajectory import TOOLS, agent_session
@@ -67,10 +67,10 @@ def _reference(path: Path) -> list[list[dict[str, Any]]]:
     render = reference.ReferenceTito(tok, template_kwargs=tito.chat_template_kwargs, chat_template=tito.chat_template)
     out = []
     for rec in read_dump(path):
-        assert not hasattr(rec, "reason")
-        text = render.render(rec.messages, rec.tools, False)  # type: ignore[union-attr]
+        assert isinstance(rec, Record), rec
+        text = render.render(rec.messages, rec.tools, False)
         expected = tok.encode(text, add_special_tokens=False)
-        out.append(ref.compare(expected, rec.token_ids.tolist()))  # type: ignore[union-attr]
+        out.append(ref.compare(expected, rec.token_ids.tolist()))
     return out
 
 

@@ -73,6 +73,13 @@ def headlines(data: dict[str, Any]) -> str:
             parts.append(f"python / tito_fast (lists) = {med['python'] / med['tito_fast']:.1f}×")
         if "tito_fast_list" in med and "python" in med:
             parts.append(f"python / tito_fast_list = {med['python'] / med['tito_fast_list']:.1f}×")
+        if "tito_fast_2_workers" in med and "tito_fast" in med:
+            parts.append(f"python / tito_fast (1 process) = {med['python'] / med['tito_fast']:.1f}×" if "python" in med else "")
+            parts.append(f"1 process / 2 workers = {med['tito_fast'] / med['tito_fast_2_workers']:.2f}×")
+            n = extra[group]["tito_fast"].get("sessions")
+            if n:
+                per = ", ".join(f"{k} {v / n * 1e3:.1f} ms" for k, v in sorted(med.items(), key=lambda kv: kv[1]))
+                parts.append(f"per session: {per}")
         if "tito_fast_csr_1t" in med and "tito_fast_csr_2t" in med:
             parts.append(f"csr 1 thread / 2 threads = {med['tito_fast_csr_1t'] / med['tito_fast_csr_2t']:.2f}×")
         mem = {k: v["bytes"] for k, v in extra[group].items() if "bytes" in v}

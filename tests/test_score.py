@@ -302,6 +302,21 @@ def test_workers_give_the_same_results(tmp_path: Path) -> None:
     assert one.summary.to_dict() == two.summary.to_dict()
 
 
+def test_spawned_workers_give_the_same_results(tmp_path: Path, monkeypatch: Any) -> None:
+    """The start method used where fork is not safe (macOS, Windows): each worker builds its scorer."""
+    from tito_fast import job
+
+    monkeypatch.setattr(job, "_FORK", False)
+    rows = [json.loads(line) for line in QWEN_DUMP.read_text(encoding="utf-8").splitlines()][:10]
+    p = tmp_path / "small.jsonl"
+    write_jsonl(p, rows)
+    fast, _ = _scorers("qwen3", "qwen3")
+    one = run_score(p, "fixture:qwen3", "qwen3", scorer=fast)
+    from_spec = run_score(p, "fixture:qwen3", "qwen3", workers=2)  # workers load the tokenizer themselves
+    from_scorer = run_score(p, "fixture:qwen3", "qwen3", workers=2, scorer=fast)  # workers get it pickled
+    assert [r.to_dict() for r in one.results] == [r.to_dict() for r in from_spec.results] == [r.to_dict() for r in from_scorer.results]
+
+
 def test_cli_diff(tmp_path: Path, capsys: Any) -> None:
     code = cli("diff", str(QWEN_DUMP), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--session", "qwen3-0029",
                "--color", "always", "--width", "100")

@@ -35,6 +35,25 @@ import numpy.typing as npt
 MAX_ID = 2**32 - 1
 
 
+def _loads(raw: bytes) -> Any:
+    """`json.loads`, through orjson when it is installed (twice as fast on id
+    lists); anything orjson refuses (NaN, integers beyond 64 bits) goes to
+    json, so both accept the same records and give json's error messages."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # optional (the `score` extra installs it)
+    _orjson = None
+
+
 @dataclass
 class Record:
     """One session of a dump."""
@@ -170,7 +189,7 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
         return None
     source = f"{name}:{lineno}"
     try:
-        obj = json.loads(raw)
+        obj = _loads(raw)
     except UnicodeDecodeError as e:
         return BadRecord(source, f"not UTF-8: {e.reason} at byte {e.start}")
     except json.JSONDecodeError as e:

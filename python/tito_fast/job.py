@@ -11,7 +11,9 @@ from __future__ import annotations
 import collections
 import itertools
 import multiprocessing
+import os
 import pickle
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -70,6 +72,9 @@ def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRec
 
 
 _WORKER: Scorer | None = None
+# Linux: fork the workers from a parent that holds a ready scorer; elsewhere
+# spawn them and build one each (macOS and Windows do not fork safely).
+_FORK = sys.platform == "linux" and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode: Mode) -> None:
@@ -154,6 +159,7 @@ def run_score(
     done = 0
     chunk_size = 8
     pool: ProcessPoolExecutor | None = None
+    restore_env: str | None = None
     if workers == 1:
         total = count_records(dump)
         local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
@@ -170,16 +176,25 @@ def run_score(
         else:
             total = count_records(dump)
             tasks = (("records", c) for c in _chunks(read_dump(dump), chunk_size))
-        spec: str | bytes = tokenizer
-        if scorer is not None:  # reuse the caller's tokenizer, family and byte table
-            spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
-            family, mode = scorer.tito.config, scorer.mode
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
-            initargs=(spec, family, template, mode),
-        )
+        global _WORKER
+        if _FORK:
+            # Forked workers inherit the parent's scorer: no tokenizer load, no
+            # byte-table build per worker. Only this thread runs while they fork.
+            _WORKER = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
+            restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        else:
+            spec: str | bytes = tokenizer
+            if scorer is not None:  # reuse the caller's tokenizer, family and byte table
+                spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
+                family, mode = scorer.tito.config, scorer.mode
+            pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(spec, family, template, mode),
+            )
         try:
             family_name, fast_on, reason = pool.submit(_describe_worker).result()
         except BrokenProcessPool as e:
@@ -204,6 +219,12 @@ def run_score(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+            if _FORK:
+                _WORKER = None
+                if restore_env is None:
+                    os.environ.pop("TOKENIZERS_PARALLELISM", None)
+                else:
+                    os.environ["TOKENIZERS_PARALLELISM"] = restore_env
     fast = "on" if fast_on else f"off ({'mode full' if mode == 'full' else reason})"
     summary = summarize(
         results,

@@ -115,7 +115,7 @@ class FastSplitter:
         # Python's own check of the same form decides whole texts at C speed
         # (the tokenizer's normalize_str builds alignments: ~100 ns a character).
         # It is trusted only when it agrees with the tokenizer on probes.
-        self._python_form: str | None = form if self._unicode_form and self._agrees(form) else None
+        self._python_form = form if self._unicode_form and self._agrees(form) else None
 
         def alternation(texts: list[str]) -> re.Pattern[str] | None:
             texts = sorted(texts, key=len, reverse=True)  # longest first: leftmost-longest, as the tokenizer matches
@@ -299,18 +299,33 @@ class Scorer:
         pieces: list[Any] = []
         encoded = 0
         all_invariant = sp.all_invariant([s for s in segs if isinstance(s, str)])
+        act_special_ids = actual[starts[:-1][special]].tolist()  # the boundary id of each special segment, in order
+        special_rank = np.cumsum(special).tolist()
+        run: list[int] | None = None  # [start, end) in `actual` of segments taken from it as they are
         for i, s in enumerate(segs):
+            take = False
+            if i < real_from and i < n_act:
+                if isinstance(s, int):
+                    take = special_l[i] and act_special_ids[special_rank[i] - 1] == s
+                elif not special_l[i] and (all_invariant or sp.invariant(s)):
+                    raw = self._seg.text_bytes(actual[starts_l[i] : starts_l[i + 1]])
+                    take = raw is not None and raw == s.encode("utf-8")
+            if take:
+                if run is None:
+                    run = [starts_l[i], starts_l[i + 1]]
+                else:
+                    run[1] = starts_l[i + 1]
+                continue
+            if run is not None:
+                pieces.append(actual[run[0] : run[1]])
+                run = None
             if isinstance(s, int):
                 pieces.append(np.array([s], dtype=np.uint32))
-                continue
-            if i < real_from and i < n_act and not special_l[i] and (all_invariant or sp.invariant(s)):
-                a = actual[starts_l[i] : starts_l[i + 1]]
-                raw = self._seg.text_bytes(a)
-                if raw is not None and raw == s.encode("utf-8"):
-                    pieces.append(a)
-                    continue
-            encoded += 1
-            pieces.append(np.asarray(self.tito.encode(s), dtype=np.uint32))
+            else:
+                encoded += 1
+                pieces.append(np.asarray(self.tito.encode(s), dtype=np.uint32))
+        if run is not None:
+            pieces.append(actual[run[0] : run[1]])
         ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint32)
         return ids, encoded, sum(1 for s in segs if isinstance(s, str))
 
