@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tito_fast import reference
 from tito_fast.dump import Record, read_dump, write_jsonl
 from tito_fast.job import run_score
 from tito_fast.score import Scorer
+
 from benches.bench_trajectory import TOOLS, agent_session
 from benches.sessions import tokenizer
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tito_fast import fixtures
 from tito_fast.dump import to_arrow, write_parquet
 from tito_fast.job import run_score
-from tito_fast.ray import Scorer as RayScorer, results_from_table, score_batch, summarize_table
+from tito_fast.ray import Scorer as RayScorer
+from tito_fast.ray import results_from_table, score_batch, summarize_table
 from tito_fast.score import Scorer
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")

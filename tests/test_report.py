@@ -9,10 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from tito_fast import fixtures
 from tito_fast.job import run_score
-from tito_fast.report import bar_chart, column_chart, html_report, markdown_report, terminal_diff, text_table
+from tito_fast.report import (
+    bar_chart,
+    column_chart,
+    html_report,
+    markdown_report,
+    terminal_diff,
+    text_table,
+)
 from tito_fast.score import Scorer, worst
 
 DUMP = Path(__file__).resolve().parent.parent / "examples" / "qwen3_dump.jsonl"

@@ -21,8 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast.dump import BadRecord, Record, count_records, dump_format, jsonl_ranges, read_dump, read_jsonl_range
-from tito_fast.score import Mode, Scorer, ScoreError, SessionResult, Summary, summarize
+from tito_fast.dump import (
+    BadRecord,
+    Record,
+    count_records,
+    dump_format,
+    jsonl_ranges,
+    read_dump,
+    read_jsonl_range,
+)
+from tito_fast.score import Mode, ScoreError, Scorer, SessionResult, Summary, summarize
 
 OnError = Literal["fail", "skip"]
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from tito_fast.dump import BadRecord, _record
 from tito_fast.job import build_scorer, score_one
-from tito_fast.score import Mode, Scorer as _SessionScorer, SessionResult, Summary, summarize
+from tito_fast.score import Mode, SessionResult, Summary, summarize
+from tito_fast.score import Scorer as _SessionScorer
 
 
 def _schema() -> Any:

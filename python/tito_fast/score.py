@@ -382,7 +382,7 @@ class Scorer:
             record.session_id,
             record.source,
             turns,
-            int(len(actual)),
+            len(actual),
             [m.to_dict() for m in diag.reference],
             items,
             first,
