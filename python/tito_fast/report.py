@@ -230,7 +230,10 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
             f"{len(r.mismatches)} mismatch(es) · first divergence at id {r.first_divergence}</span></h3>"
         )
         for it in r.items[:12]:
-            left, right = _diff_spans(it["expected_text"], it["actual_text"])
+            if it["type"] == "special_token_type":  # one token for another: mark it whole
+                left, right = [(it["expected_text"], True)], [(it["actual_text"], True)]
+            else:
+                left, right = _diff_spans(it["expected_text"], it["actual_text"])
             before, after = _context(it.get("before", ""), True), _context(it.get("after", ""), False)
             left, right = [(before, False), *left, (after, False)], [(before, False), *right, (after, False)]
             label = (
@@ -328,7 +331,12 @@ def terminal_diff(pairs: list[tuple[str, str, str]], *, colour: bool, width: int
         differs = a != b
         head = f"{label}" + ("  ≠" if differs else "")
         lines.append((BOLD if colour and differs else "") + head + (RESET if colour and differs else ""))
-        left, right = _diff_spans(a, b) if differs else ([(a, False)], [(b, False)])
+        if not differs:
+            left, right = [(a, False)], [(b, False)]
+        elif "(special)" in label:  # one token for another: mark it whole
+            left, right = [(a, True)], [(b, True)]
+        else:
+            left, right = _diff_spans(a, b)
         la, ra = _wrap_runs(left, col, RED, colour), _wrap_runs(right, col, GREEN, colour)
         for k in range(max(len(la), len(ra))):
             lines.append(f"{la[k] if k < len(la) else ' ' * col} │ {ra[k] if k < len(ra) else ''}".rstrip())
