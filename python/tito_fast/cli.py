@@ -322,8 +322,12 @@ def _score(ns: argparse.Namespace) -> int:
         sys.stderr.write(f"tito-fast score: skipped {len(run.bad)} bad record(s), first {run.bad[0].source}: {run.bad[0].reason}\n")
     worst_k = worst(run.results, ns.worst)
     if not ns.quiet:
-        sys.stdout.write(report.text_table(s))
-        sys.stdout.write(f"{'time':<29}  {seconds:.2f} s ({seconds / max(s.sessions, 1) * 1e3:.1f} ms/session, {ns.workers} worker(s))\n")
+        scoring = seconds - run.setup_seconds
+        timing = (
+            f"{seconds:.2f} s: setup {run.setup_seconds:.2f} s, then {scoring / max(s.sessions + s.bad_records, 1) * 1e3:.1f} ms "
+            f"a session ({ns.workers} worker{'s' if ns.workers > 1 else ''})"
+        )
+        sys.stdout.write(report.text_table(s, [("time", timing)]))
     title = f"tito-fast score: {Path(ns.dump).name}"
     if ns.json:
         payload = {"summary": s.to_dict(), "sessions": [r.to_dict() for r in run.results], "seconds": seconds}

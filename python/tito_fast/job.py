@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import pickle
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -51,6 +52,7 @@ class ScoreRun:
     bad: list[BadRecord]
     summary: Summary
     stopped_at: str | None = None
+    setup_seconds: float = 0.0  # loading the tokenizer, building the byte table (and starting workers)
 
 
 def load_tokenizer(spec: str) -> Any:
@@ -168,6 +170,7 @@ def run_score(
     chunk_size = 8
     pool: ProcessPoolExecutor | None = None
     restore_env: str | None = None
+    start = time.perf_counter()
     if workers == 1:
         total = count_records(dump)
         local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
@@ -209,6 +212,7 @@ def run_score(
             pool.shutdown(cancel_futures=True)
             raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
         outputs = _bounded_map(pool, tasks, 4 * workers)
+    setup = time.perf_counter() - start
     try:
         for chunk_out in outputs:
             for out in chunk_out:
@@ -243,4 +247,4 @@ def run_score(
         metric_version=metric_version,
         complete=stopped_at is None,
     )
-    return ScoreRun(results, bad, summary, stopped_at)
+    return ScoreRun(results, bad, summary, stopped_at, setup)

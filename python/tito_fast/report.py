@@ -44,9 +44,9 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
     return rows
 
 
-def text_table(s: Summary) -> str:
-    """The summary as an aligned two-column table."""
-    rows = summary_rows(s)
+def text_table(s: Summary, extra: list[tuple[str, str]] | None = None) -> str:
+    """The summary as an aligned two-column table (with `extra` rows at the end)."""
+    rows = summary_rows(s) + (extra or [])
     width = max(len(k) for k, _ in rows)
     return "".join(f"{k:<{width}}  {v}\n" for k, v in rows)
 
