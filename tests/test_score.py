@@ -349,3 +349,27 @@ def test_jsonl_ranges_cover_every_line_once(tmp_path: Path) -> None:
         got = [(r.source, getattr(r, "session_id", None)) for a, b, first, _ in ranges for r in read_jsonl_range(p, a, b, first)]
         assert got == whole
     assert whole[5][0] == "r.jsonl:7"  # line numbers count the blank line
+
+
+def test_interrupted_run_is_marked_incomplete(monkeypatch: Any) -> None:
+    from tito_fast import job
+
+    fast, _ = _scorers("qwen3", "qwen3")
+    calls = {"n": 0}
+    real = job.score_one
+
+    def interrupting(scorer: Any, rec: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise KeyboardInterrupt
+        return real(scorer, rec)
+
+    monkeypatch.setattr(job, "score_one", interrupting)
+    run = run_score(QWEN_DUMP, "fixture:qwen3", "qwen3", scorer=fast, interruptible=True)
+    assert run.stopped_at == "interrupted" and not run.summary.complete and len(run.results) == 8  # whole chunks only
+    from tito_fast.report import html_report
+
+    assert "INCOMPLETE: the run stopped on an interrupt" in html_report(run.summary, [])
+    with pytest.raises(KeyboardInterrupt):
+        calls["n"] = 0
+        run_score(QWEN_DUMP, "fixture:qwen3", "qwen3", scorer=fast)

@@ -304,13 +304,16 @@ def _score(ns: argparse.Namespace) -> int:
             on_error=ns.on_error,
             metric_version=ns.metric_version,
             progress=progress,
+            interruptible=True,
         )
     except DumpError as e:
         sys.stderr.write(f"tito-fast score: {e}\n")
         return 2
     seconds = time.perf_counter() - start
     s = run.summary
-    if run.stopped_at is not None:
+    if run.stopped_at == "interrupted":
+        sys.stderr.write("\ntito-fast score: interrupted; any report written below is marked INCOMPLETE.\n")
+    elif run.stopped_at is not None:
         bad = run.bad[-1]
         bar.out.write("\n" if bar.tty else "")
         sys.stderr.write(
@@ -327,7 +330,8 @@ def _score(ns: argparse.Namespace) -> int:
             f"{seconds:.2f} s: setup {run.setup_seconds:.2f} s, then {scoring / max(s.sessions + s.bad_records, 1) * 1e3:.1f} ms "
             f"a session ({ns.workers} worker{'s' if ns.workers > 1 else ''})"
         )
-        sys.stdout.write(report.text_table(s, [("time", timing)]))
+        table_out = sys.stderr if ns.json == "-" else sys.stdout  # stdout carries the JSON then
+        table_out.write(report.text_table(s, [("time", timing)]))
     title = f"tito-fast score: {Path(ns.dump).name}"
     if ns.json:
         payload = {"summary": s.to_dict(), "sessions": [r.to_dict() for r in run.results], "seconds": seconds}

@@ -142,6 +142,7 @@ def run_score(
     metric_version: str = "v1",
     progress: Callable[[int, int], None] | None = None,
     scorer: Scorer | None = None,
+    interruptible: bool = False,
 ) -> ScoreRun:
     """Score every session of `dump` (JSONL or Parquet).
 
@@ -155,6 +156,8 @@ def run_score(
             marked incomplete, `stopped_at` names the record); "skip" counts
             and lists bad records and goes on.
         progress: called with (done, total) after each chunk.
+        interruptible: on Ctrl-C return what was scored so far as an
+            incomplete run (`stopped_at="interrupted"`) instead of raising.
         scorer: a ready `Scorer` (then `tokenizer`, `family` and `mode` are
             taken from it; with workers, its tokenizer and byte table are
             sent to them instead of being loaded again).
@@ -228,6 +231,10 @@ def run_score(
                 progress(done, total)
             if stopped_at is not None:
                 break
+    except KeyboardInterrupt:
+        if not interruptible:
+            raise
+        stopped_at = "interrupted"  # what was scored so far, marked incomplete
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -246,5 +253,6 @@ def run_score(
         fast_path=fast,
         metric_version=metric_version,
         complete=stopped_at is None,
+        stopped_at=stopped_at,
     )
     return ScoreRun(results, bad, summary, stopped_at, setup)

@@ -40,7 +40,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
     if s.encoded_segment_share is not None:
         rows.append(("segments encoded", _pct(s.encoded_segment_share)))
     if not s.complete:
-        rows.insert(0, ("INCOMPLETE", "the run stopped at a bad record; these figures cover only what came before"))
+        rows.insert(0, ("INCOMPLETE", "the run stopped early; these figures cover only what came before"))
     return rows
 
 
@@ -204,10 +204,10 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{_CSS}</style></head><body>"]
     out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)} · family {e(s.family)} · mode {e(s.mode)} · fast path {e(s.fast_path)}</div>")
     if not s.complete:
-        stop = s.errors[-1] if s.errors else {}
+        reason = next((b["reason"] for b in s.errors if b["source"] == s.stopped_at), None)
+        where = "on an interrupt" if s.stopped_at == "interrupted" else f"at {s.stopped_at}" + (f" ({reason})" if reason else "")
         out.append(
-            f"<div class='banner'>INCOMPLETE: the run stopped at {e(str(stop.get('source')))} ({e(str(stop.get('reason')))}); "
-            "the figures below cover only the sessions before it.</div>"
+            f"<div class='banner'>INCOMPLETE: the run stopped {e(where)}; the figures below cover only the sessions before it.</div>"
         )
     strict = [k for k in s.ci_failures]
     out.append(
@@ -264,7 +264,7 @@ def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tit
     """The summary, breakdowns and worst sessions as Markdown."""
     lines = [f"# {title}", ""]
     if not s.complete:
-        lines += ["**INCOMPLETE**: the run stopped at a bad record; the figures cover only what came before.", ""]
+        lines += ["**INCOMPLETE**: the run stopped early; the figures cover only what came before.", ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary_rows(s)]
     lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]

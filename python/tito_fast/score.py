@@ -420,6 +420,8 @@ class Summary:
     encoded_segment_share: float | None
     errors: list[dict[str, Any]] = field(default_factory=list)
     ci_failures: list[str] = field(default_factory=list)
+    #: where an incomplete run stopped: a record ("FILE:LINE") or "interrupted"
+    stopped_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -434,6 +436,7 @@ def summarize(
     fast_path: str,
     metric_version: str = "v1",
     complete: bool = True,
+    stopped_at: str | None = None,
 ) -> Summary:
     """The reference's metrics (`tito_session_mismatch_rate/<version>` and
     `/<type>`: shares of sessions with any mismatch / one of that type) plus
@@ -496,6 +499,7 @@ def summarize(
         encoded_segment_share=encoded / segs if segs else None,
         errors=[b.to_dict() for b in bad],
         ci_failures=ci,
+        stopped_at=stopped_at,
     )
 
 
