@@ -210,7 +210,8 @@ def run_score(
                 initargs=(spec, family, template, mode),
             )
         try:
-            family_name, fast_on, reason = pool.submit(_describe_worker).result()
+            # Forked workers hold the parent's scorer; spawned ones report theirs.
+            family_name, fast_on, reason = _describe_worker() if _FORK else pool.submit(_describe_worker).result()
         except BrokenProcessPool as e:
             pool.shutdown(cancel_futures=True)
             raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e

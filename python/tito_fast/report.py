@@ -164,7 +164,6 @@ def plots(s: Summary) -> list[str]:
     prefix = f"tito_session_mismatch_rate/{s.metric_version}"
     types = ["any", *MISMATCH_TYPES]
     type_rates = [s.metrics.get(prefix, 0.0)] + [s.metrics.get(f"{prefix}/{t}", 0.0) for t in MISMATCH_TYPES]
-    n = max(s.sessions, 1)
     turns = s.by_turn[:60]
     xs, hist = _histogram(s.first_divergence)
     return [
@@ -179,7 +178,7 @@ def plots(s: Summary) -> list[str]:
             xlabel="turn index",
         ),
         column_chart("First divergence (id position), sessions per bin", xs, hist, percent=False, xlabel="id position"),
-    ] + ([] if s.sessions else [f"<p>No session scored ({n - 1} sessions).</p>"])
+    ]
 
 
 _CSS = """

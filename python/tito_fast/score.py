@@ -334,21 +334,17 @@ class Scorer:
         self.check_record(record)
         actual = record.token_ids
         text = self._render(record)
-        path, encoded, nseg = "full", 0, 0
-        expected: np.ndarray | None = None
         fast = self._fast_expected(text, actual) if self.fast_path else None
         if fast is not None:
             expected, encoded, nseg = fast
-            path = "fast"
-        diag = self.cmp.diagnose(expected if expected is not None else self.expected_ids(record, text), actual)
-        if path == "fast" and any(m.type.value == "special_token_count" for m in diag.reference):
-            # Structures differ: describing them needs every segment's real ids.
-            expected = self.expected_ids(record, text)
             diag = self.cmp.diagnose(expected, actual)
-            path, encoded = "full", nseg
-        if expected is None:
-            expected = self.expected_ids(record, text)
-        return self._result(record, diag, expected, actual, path, encoded, nseg)
+            if not any(m.type.value == "special_token_count" for m in diag.reference):
+                return self._result(record, diag, expected, actual, "fast", encoded, nseg)
+            # Structures differ: describing them needs every segment's real ids.
+        nseg = fast[2] if fast is not None else 0
+        expected = self.expected_ids(record, text)  # the whole render, encoded once
+        diag = self.cmp.diagnose(expected, actual)
+        return self._result(record, diag, expected, actual, "full", nseg, nseg)
 
     def _result(
         self, record: Record, diag: Any, expected: np.ndarray, actual: np.ndarray, path: str, encoded: int, nseg: int
