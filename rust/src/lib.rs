@@ -10,13 +10,18 @@
 //! - [`merge`]: the family splice rules (append after, drop last) and trims.
 //! - [`buffer`]: an append-only session buffer with checkpoints.
 //! - [`batch`]: batch and CSR versions run on rayon.
+//! - [`pretok`], [`bpe`], [`encoder`]: an exact encoder for byte-level BPE
+//!   tokenizers with GPT-4 style pre-tokenizer patterns.
 
 pub mod batch;
+pub mod bpe;
 pub mod buffer;
+pub mod encoder;
 pub mod error;
 pub mod ids;
 pub mod merge;
 pub mod prefix;
+pub mod pretok;
 pub mod segment;
 pub mod vocab;
 

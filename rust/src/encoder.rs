@@ -1,0 +1,180 @@
+//! A whole-text encoder for byte-level BPE tokenizers: added tokens, the
+//! pre-tokenizer split, then BPE on each piece, as `tokenizers` encodes with
+//! `add_special_tokens=False`.
+//!
+//! Added tokens are found in two passes, as the tokenizer finds them: tokens
+//! that are not normalized in the raw text, then normalized ones inside the
+//! text between (leftmost-longest in each pass). The only normalizer covered
+//! is NFC, and only where it changes nothing: a text piece that is not
+//! quick-check NFC is reported as [`Uncovered`] and the caller encodes the text
+//! with the tokenizer itself. Added tokens that strip whitespace or match
+//! single words are not covered (the Python side does not build an encoder
+//! for them).
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use unicode_normalization::{is_nfc_quick, IsNormalized};
+
+use crate::bpe::Bpe;
+use crate::pretok::Pattern;
+
+/// Added tokens matched in one pass.
+#[derive(Debug, Clone)]
+struct AddedPass {
+    matcher: AhoCorasick,
+    ids: Vec<u32>,
+}
+
+impl AddedPass {
+    fn new(tokens: &[(String, u32)]) -> Result<Option<Self>, String> {
+        if tokens.is_empty() {
+            return Ok(None);
+        }
+        if let Some((t, id)) = tokens.iter().find(|(t, _)| t.is_empty()) {
+            return Err(format!("added token {id} is empty ({t:?})"));
+        }
+        let matcher = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(tokens.iter().map(|(t, _)| t.as_str()))
+            .map_err(|e| format!("cannot build the added-token matcher: {e}"))?;
+        Ok(Some(AddedPass { matcher, ids: tokens.iter().map(|&(_, id)| id).collect() }))
+    }
+}
+
+/// The text could not be encoded here: the caller uses the tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uncovered {
+    /// Byte offset of the text piece the normalizer might change.
+    pub at: usize,
+}
+
+/// See the module doc.
+#[derive(Debug)]
+pub struct Encoder {
+    bpe: Bpe,
+    pattern: Pattern,
+    raw: Option<AddedPass>,
+    normalized: Option<AddedPass>,
+    nfc: bool,
+}
+
+impl Encoder {
+    /// `raw_added` / `normalized_added`: (content, id) of the added tokens the
+    /// tokenizer matches before / after normalizing; `nfc`: the normalizer is NFC.
+    ///
+    /// # Errors
+    /// A message when an added token is empty.
+    pub fn new(
+        bpe: Bpe,
+        pattern: Pattern,
+        raw_added: &[(String, u32)],
+        normalized_added: &[(String, u32)],
+        nfc: bool,
+    ) -> Result<Self, String> {
+        Ok(Encoder {
+            bpe,
+            pattern,
+            raw: AddedPass::new(raw_added)?,
+            normalized: AddedPass::new(normalized_added)?,
+            nfc,
+        })
+    }
+
+    /// Forget the BPE results remembered per piece.
+    pub fn clear_cache(&self) {
+        self.bpe.clear_cache();
+    }
+
+    /// The ids of `text`.
+    ///
+    /// # Errors
+    /// [`Uncovered`] when normalization might change a piece of the text.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, Uncovered> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 4);
+        let mut pieces = Vec::new();
+        split_added(self.raw.as_ref(), text, 0, &mut |start, part| match part {
+            Part::Token(id) => {
+                out.push(id);
+                Ok(())
+            }
+            Part::Text(seg) => {
+                if self.nfc && !seg.is_ascii() && is_nfc_quick(seg.chars()) != IsNormalized::Yes {
+                    return Err(Uncovered { at: start });
+                }
+                split_added(self.normalized.as_ref(), seg, start, &mut |_, inner| {
+                    match inner {
+                        Part::Token(id) => out.push(id),
+                        Part::Text(t) => {
+                            pieces.clear();
+                            pieces.extend(self.pattern.split(t));
+                            for &(a, b) in &pieces {
+                                self.bpe.encode_piece(&t.as_bytes()[a..b], &mut out);
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            }
+        })?;
+        Ok(out)
+    }
+}
+
+enum Part<'a> {
+    Token(u32),
+    Text(&'a str),
+}
+
+/// Call `f` on the added tokens and non-empty texts between them, in order
+/// (`base` is `text`'s offset in the whole input, passed on to `f`).
+fn split_added<'a, E>(
+    pass: Option<&AddedPass>,
+    text: &'a str,
+    base: usize,
+    f: &mut dyn FnMut(usize, Part<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    let Some(pass) = pass else {
+        return if text.is_empty() { Ok(()) } else { f(base, Part::Text(text)) };
+    };
+    let mut last = 0;
+    for m in pass.matcher.find_iter(text) {
+        if m.start() > last {
+            f(base + last, Part::Text(&text[last..m.start()]))?;
+        }
+        f(base + m.start(), Part::Token(pass.ids[m.pattern().as_usize()]))?;
+        last = m.end();
+    }
+    if last < text.len() {
+        f(base + last, Part::Text(&text[last..]))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toy() -> Encoder {
+        let mut vocab: Vec<(Vec<u8>, u32)> = (0..=255u8).map(|b| (vec![b], u32::from(b))).collect();
+        vocab.push((b"he".to_vec(), 256));
+        let bpe = Bpe::new(vocab, &[(u32::from(b'h'), u32::from(b'e'), 256)], false).unwrap();
+        let raw = [("<|a|>".to_string(), 1000), ("<|a|>x".to_string(), 1001)];
+        let norm = [("<t>".to_string(), 1002)];
+        Encoder::new(bpe, Pattern::QWEN, &raw, &norm, true).unwrap()
+    }
+
+    #[test]
+    fn added_tokens_split_longest_first_in_two_passes() {
+        let e = toy();
+        let h = u32::from(b'h');
+        assert_eq!(e.encode("he<|a|>xhe").unwrap(), [256, 1001, 256]);
+        assert_eq!(e.encode("<|a|>he<t>h").unwrap(), [1000, 256, 1002, h]);
+        assert_eq!(e.encode("").unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn text_nfc_might_change_is_uncovered() {
+        let e = toy();
+        assert!(e.encode("caf\u{e9}").is_ok());
+        assert_eq!(e.encode("<|a|>cafe\u{301}"), Err(Uncovered { at: 5 }));
+    }
+}

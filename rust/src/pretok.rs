@@ -1,0 +1,234 @@
+//! The split of text into pieces done by the regex pre-tokenizers of
+//! byte-level BPE tokenizers (GPT-4 style patterns), without a regex engine.
+//!
+//! Three patterns are covered, recognised by their exact text on the Python
+//! side (`Pattern::from_regex`):
+//!
+//! - Qwen2/3, Kimi K2, Nemotron:
+//!   `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+//! - Llama 3, GLM: the same with `\p{N}{1,3}`.
+//! - Qwen3.5: letters are `[\p{L}\p{M}]+` and the punctuation class also
+//!   excludes `\p{M}`.
+//!
+//! The tokenizer runs these with a backtracking engine: at each position the
+//! first alternative that matches wins, each with greedy quantifiers and
+//! backtracking inside it. `Pattern::piece_end` decides the same match by
+//! hand for each alternative (the comments say how each one backtracks). Every
+//! character matches one alternative, so the pieces tile the text.
+//!
+//! Character classes come from regex-syntax's Unicode tables. The tokenizer's
+//! engine has its own tables; `tests/test_encoder.py` checks the two agree on
+//! every code point, through the tokenizer's own pre-tokenizer.
+
+use std::sync::OnceLock;
+
+use regex_syntax::hir::{Class, HirKind};
+
+const L: u8 = 1;
+const N: u8 = 2;
+const M: u8 = 4;
+const WS: u8 = 8;
+
+/// One flag byte per code point: letter, number, mark, white space.
+fn classes() -> &'static [u8] {
+    static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![0u8; 0x11_0000];
+        for (class, flag) in [(r"\p{L}", L), (r"\p{N}", N), (r"\p{M}", M), (r"\s", WS)] {
+            let hir = regex_syntax::Parser::new().parse(class).expect("a valid Unicode class");
+            let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
+                unreachable!("{class} parses to a Unicode class")
+            };
+            for r in set.ranges() {
+                for slot in &mut table[r.start() as usize..=r.end() as usize] {
+                    *slot |= flag;
+                }
+            }
+        }
+        table
+    })
+}
+
+/// Which of the covered patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pattern {
+    /// Most digits in one number piece (`\p{N}` is 1, `\p{N}{1,3}` is 3).
+    pub max_digits: usize,
+    /// Marks count as letters and are not punctuation (Qwen3.5).
+    pub marks_are_letters: bool,
+}
+
+/// The named patterns.
+impl Pattern {
+    /// Qwen2/3, Kimi K2, Nemotron: one digit per piece.
+    pub const QWEN: Pattern = Pattern { max_digits: 1, marks_are_letters: false };
+    /// Llama 3, GLM: up to three digits per piece.
+    pub const LLAMA3: Pattern = Pattern { max_digits: 3, marks_are_letters: false };
+    /// Qwen3.5: letters and marks together.
+    pub const QWEN35: Pattern = Pattern { max_digits: 1, marks_are_letters: true };
+
+    /// The pattern of a name, or None.
+    pub fn from_name(name: &str) -> Option<Pattern> {
+        match name {
+            "qwen" => Some(Self::QWEN),
+            "llama3" => Some(Self::LLAMA3),
+            "qwen35" => Some(Self::QWEN35),
+            _ => None,
+        }
+    }
+
+    /// Split `text` into pieces; returns their byte ranges in order.
+    pub fn split(&self, text: &str) -> Vec<(usize, usize)> {
+        let table = classes();
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        let flags: Vec<u8> = chars.iter().map(|&(_, c)| table[c as usize]).collect();
+        let byte_at = |i: usize| if i < chars.len() { chars[i].0 } else { text.len() };
+        let mut out = Vec::with_capacity(chars.len() / 3 + 1);
+        let mut p = 0;
+        while p < chars.len() {
+            let end = self.piece_end(&chars, &flags, p);
+            out.push((byte_at(p), byte_at(end)));
+            p = end;
+        }
+        out
+    }
+
+    fn is_letter(&self, f: u8) -> bool {
+        f & L != 0 || (self.marks_are_letters && f & M != 0)
+    }
+
+    /// `[^\s\p{L}\p{N}]` (and not `\p{M}` when marks are letters).
+    fn is_punct(&self, f: u8) -> bool {
+        f & (WS | L | N) == 0 && !(self.marks_are_letters && f & M != 0)
+    }
+
+    fn run(&self, flags: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
+        flags[from..].iter().position(|&f| !pred(f)).map_or(flags.len(), |k| from + k)
+    }
+
+    /// End (exclusive, in characters) of the piece starting at `p`.
+    fn piece_end(&self, chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
+        let n = chars.len();
+        let c = chars[p].1;
+        let f = flags[p];
+        let at = |i: usize| if i < n { Some(chars[i].1) } else { None };
+        // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d): the alternatives share no first letter.
+        if c == '\'' {
+            match at(p + 1).map(fold) {
+                Some('s' | 't' | 'm' | 'd') => return p + 2,
+                Some('r' | 'v') if at(p + 2).map(fold) == Some('e') => return p + 3,
+                Some('l') if at(p + 2).map(fold) == Some('l') => return p + 3,
+                _ => {}
+            }
+        }
+        // 2. [^\r\n\p{L}\p{N}]?LETTERS+: greedy prefix first; without it the
+        //    first character must itself be a letter. Both end at the end of
+        //    the letter run.
+        let prefix_ok = c != '\r' && c != '\n' && f & (L | N) == 0;
+        if prefix_ok && p + 1 < n && self.is_letter(flags[p + 1]) {
+            return self.run(flags, p + 1, |g| self.is_letter(g));
+        }
+        if self.is_letter(f) {
+            return self.run(flags, p, |g| self.is_letter(g));
+        }
+        // 3. \p{N} or \p{N}{1,3}.
+        if f & N != 0 {
+            let end = self.run(flags, p, |g| g & N != 0);
+            return end.min(p + self.max_digits);
+        }
+        // 4. ' '?PUNCT+[\r\n]*: the optional space only when punctuation follows
+        //    (a space is not punctuation itself).
+        let punct_from = if c == ' ' && p + 1 < n && self.is_punct(flags[p + 1]) {
+            Some(p + 1)
+        } else if self.is_punct(f) {
+            Some(p)
+        } else {
+            None
+        };
+        if let Some(from) = punct_from {
+            let end = self.run(flags, from, |g| self.is_punct(g));
+            let mut q = end;
+            while q < n && matches!(chars[q].1, '\r' | '\n') {
+                q += 1;
+            }
+            return q;
+        }
+        if f & WS != 0 {
+            let q = self.run(flags, p, |g| g & WS != 0);
+            // 5. \s*[\r\n]+: \s* gives back characters until [\r\n]+ can start,
+            //    at the last line break of the run; that break ends the piece
+            //    (what follows it in the run is not a line break).
+            if let Some(j) = (p..q).rev().find(|&j| matches!(chars[j].1, '\r' | '\n')) {
+                return j + 1;
+            }
+            // 6. \s+(?!\S): the whole run at the end of the text, else all but
+            //    its last character (which then precedes white space).
+            if q == n {
+                return q;
+            }
+            if q - p >= 2 {
+                return q - 1;
+            }
+            // 7. \s+
+            return q;
+        }
+        // Unreachable for the covered patterns (every character is a letter, a
+        // number, white space or punctuation); a lone piece keeps the tiling.
+        p + 1
+    }
+}
+
+/// Simple case folding for the contraction letters: the engine matches them
+/// case-insensitively, and U+017F (long s) folds to `s`.
+fn fold(c: char) -> char {
+    match c {
+        'A'..='Z' => c.to_ascii_lowercase(),
+        '\u{17F}' => 's',
+        _ => c,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces<'a>(p: &Pattern, t: &'a str) -> Vec<&'a str> {
+        p.split(t).into_iter().map(|(a, b)| &t[a..b]).collect()
+    }
+
+    #[test]
+    fn gpt4_style_pieces() {
+        let q = Pattern::QWEN;
+        assert_eq!(pieces(&q, "Hello world"), ["Hello", " world"]);
+        assert_eq!(pieces(&q, "don't I'M"), ["don", "'t", " I", "'M"]);
+        assert_eq!(pieces(&q, "x 12345"), ["x", " ", "1", "2", "3", "4", "5"]);
+        assert_eq!(pieces(&Pattern::LLAMA3, "x 12345"), ["x", " ", "123", "45"]);
+        assert_eq!(pieces(&q, "\n\n  foo"), ["\n\n", " ", " foo"]);
+        assert_eq!(pieces(&q, "a  \n b"), ["a", "  \n", " b"]);
+        assert_eq!(pieces(&q, "end   "), ["end", "   "]);
+        assert_eq!(pieces(&q, "{\"a\": 1}\n"), ["{\"", "a", "\":", " ", "1", "}\n"]);
+        assert_eq!(pieces(&q, " {x"), [" {", "x"]);
+        assert_eq!(pieces(&q, "\tword"), ["\tword"]);
+        assert_eq!(pieces(&q, "你好🙂é"), ["你好", "🙂é"]);
+        assert_eq!(pieces(&q, "d 'll ''s"), ["d", " '", "ll", " ''", "s"]);
+        assert_eq!(pieces(&q, ""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn marks_are_letters_in_qwen35() {
+        let t = "e\u{301}x \u{301}";
+        assert_eq!(pieces(&Pattern::QWEN, t), ["e", "\u{301}x", " \u{301}"]);
+        assert_eq!(pieces(&Pattern::QWEN35, t), ["e\u{301}x", " \u{301}"]);
+    }
+
+    #[test]
+    fn pieces_tile_the_text() {
+        let t = "a\r\n\r\n b\u{3000}c\u{a0}\u{a0}d 'll ''s \u{17F}";
+        for p in [Pattern::QWEN, Pattern::LLAMA3, Pattern::QWEN35] {
+            let r = p.split(t);
+            assert_eq!(r.first().map(|x| x.0), Some(0));
+            assert_eq!(r.last().map(|x| x.1), Some(t.len()));
+            assert!(r.windows(2).all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1));
+        }
+    }
+}
