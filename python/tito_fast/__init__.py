@@ -31,6 +31,7 @@ from tito_fast._core import (
     trim_trailing,
 )
 from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator
+from tito_fast.encoder import FastEncoder
 from tito_fast.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
 from tito_fast.families import FamilyConfig, FamilyError, RenderDiffError, TitoTokenizer, get_tito_tokenizer
 from tito_fast.messages import AppendOnlyError
@@ -59,6 +60,7 @@ __all__ = [
     "DiagnosisItem",
     "RoleScheme",
     "Vocab",
+    "FastEncoder",
     "AppendOnlyError",
     "FamilyConfig",
     "FamilyError",

@@ -29,6 +29,7 @@ __all__ = [
     "build_profile",
     "DETACH_MIN",
     "Segmenter",
+    "BpeEncoder",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -344,3 +345,43 @@ class Segmenter:
     ) -> list[_Alignment]:
         """`align` over many pairs, in parallel with the GIL released."""
     def __reduce__(self) -> tuple[Any, ...]: ...
+
+@final
+class BpeEncoder:
+    """Encodes text as a byte-level BPE tokenizer with a GPT-4 style
+    pre-tokenizer does (`add_special_tokens=False`). Built by
+    `tito_fast.encoder.FastEncoder`, which checks the tokenizer is covered; use
+    that class. Thread-safe; long texts are encoded with the GIL released.
+
+    Example:
+        >>> import tito_fast
+        >>> vocab = [bytes([b]) for b in range(256)] + [b"he"]
+        >>> enc = tito_fast._core.BpeEncoder(
+        ...     b"".join(vocab), [*range(257), 258], list(range(257)), [ord("h"), ord("e"), 256],
+        ...     ignore_merges=False, pattern="qwen", raw_added=[("<|end|>", 300)], normalized_added=[], nfc=False)
+        >>> enc.encode("he<|end|>hi")
+        [256, 300, 104, 105]
+        >>> enc.pieces("Hello world 12")
+        ['Hello', ' world', ' ', '1', '2']
+    """
+
+    def __new__(
+        cls,
+        token_blob: bytes,
+        token_offsets: _TokenIds,
+        token_ids: _TokenIds,
+        merges: _TokenIds,
+        *,
+        ignore_merges: bool,
+        pattern: str,
+        raw_added: Sequence[tuple[str, int]],
+        normalized_added: Sequence[tuple[str, int]],
+        nfc: bool,
+    ) -> Self: ...
+    def encode(self, text: str) -> list[int] | None:
+        """The ids of `text`, or None when the NFC normalizer might change part of it."""
+    def pieces(self, text: str) -> list[str]:
+        """The pre-tokenizer's pieces of `text` (no added tokens, no normalization)."""
+    def clear_cache(self) -> None:
+        """Forget the BPE results remembered per piece (up to 65,536 pieces of at most
+        64 bytes); ids do not change, the next texts cost what a new encoder's do."""

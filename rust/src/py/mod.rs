@@ -7,6 +7,7 @@
 //! position.
 
 mod buffer;
+mod encoder;
 mod errors;
 mod input;
 mod segment;
@@ -361,6 +362,8 @@ mod _core {
     use super::common_prefix_len_batch;
     #[pymodule_export]
     use super::common_prefix_len_csr;
+    #[pymodule_export]
+    use super::encoder::BpeEncoder;
     #[pymodule_export]
     use super::merge_tokens;
     #[pymodule_export]

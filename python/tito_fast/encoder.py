@@ -1,0 +1,227 @@
+"""An exact, faster `tokenizer.encode(text, add_special_tokens=False)` for
+byte-level BPE tokenizers with GPT-4 style pre-tokenizers (Qwen2/3/3.5,
+Llama 3, GLM-4.x, Kimi K2, Nemotron).
+
+The Rust `BpeEncoder` does what the `tokenizers` library does, in the same
+order: split at added tokens (two passes: tokens not normalized, then
+normalized ones), split each text piece with the pre-tokenizer's pattern
+(matched by hand, not by a regex engine), then byte-level BPE on each piece.
+It is only built for tokenizers whose JSON it covers exactly; anything else
+(another pattern or normalizer, added tokens that strip whitespace, BPE
+dropout, truncation) gets `reason` set and every call goes to the
+tokenizer. A text the NFC normalizer might change also goes to the
+tokenizer, so the ids are always the tokenizer's.
+
+Building checks the encoder against the tokenizer on probe texts; the test
+suite checks it on every code point and on random and rendered texts.
+
+Example:
+    >>> from tito_fast import fixtures
+    >>> enc = FastEncoder.for_tokenizer(fixtures.load_tokenizer("qwen3"))  # doctest: +SKIP
+    >>> enc.reason is None, enc.encode("Hello world")  # doctest: +SKIP
+    (True, [9707, 1879])
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from tito_fast._core import BpeEncoder
+from tito_fast.vocab import PROBES, _backend, _byte_decoder
+
+_LETTERS = r"[^\r\n\p{L}\p{N}]?\p{L}+"
+#: Pre-tokenizer patterns the Rust splitter matches by hand, by their exact text.
+PATTERNS = {
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|" + _LETTERS + r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|" + _LETTERS + r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama3",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen35",
+}
+
+#: Texts the encoder must agree with the tokenizer on before it is used.
+SELF_CHECK = PROBES + [
+    "def f(x):\n    return x  # 12345 ''s 'LL\r\n\r\n\t\u00a0x",
+    '{"cmd": "ls -la /tmp", "n": 3.14159}\n\n',
+    "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001f600\U0001f44d\U0001f3fd \u0645\u0631\u062d\u0628\u0627",
+    "   trailing   ",
+]
+
+
+class FastEncoder:
+    """See the module doc. Thread-safe; build it with `for_tokenizer` (cached per tokenizer).
+
+    Attributes:
+        reason: None when the Rust encoder is used, else why not.
+        pattern: the covered pattern's name ("qwen", "llama3", "qwen35"), or None.
+        fallbacks: how many texts went to the tokenizer although the encoder
+            covers the tokenizer (texts NFC might change).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.backend = _backend(tokenizer)
+        self.reason: str | None = None
+        self.pattern: str | None = None
+        self.fallbacks = 0
+        self._core: BpeEncoder | None = None
+        fast = getattr(self.backend, "encode_batch_fast", None)
+        self._batch = fast if fast is not None else self.backend.encode_batch
+        if getattr(tokenizer, "split_special_tokens", False):
+            self.reason = "the tokenizer splits special tokens itself"
+            return
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new objects, none cyclic: collections would only rescan them
+        try:
+            self._core = self._build(_loads(self.backend.to_str()))
+        except _Unsupported as e:
+            self.reason = str(e)
+            return
+        finally:
+            if collecting:
+                gc.enable()
+        for probe in SELF_CHECK:
+            mine, theirs = self._core.encode(probe), self._tokenizer_encode(probe)
+            if mine is not None and mine != theirs:
+                self._core = None
+                self.reason = f"disagrees with the tokenizer on {probe!r}"
+                return
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any) -> FastEncoder:
+        """The encoder of `tokenizer`, built once per tokenizer object."""
+        with _LOCK:
+            try:
+                cached = _CACHE.get(tokenizer)
+            except TypeError:  # not weak-referenceable
+                return cls(tokenizer)
+            if cached is None:
+                cached = _CACHE[tokenizer] = cls(tokenizer)
+            return cached
+
+    def encode(self, text: str) -> list[int]:
+        """`tokenizer.encode(text, add_special_tokens=False)`, exactly."""
+        if self._core is not None:
+            ids = self._core.encode(text)
+            if ids is not None:
+                return ids
+            self.fallbacks += 1
+        return self._tokenizer_encode(text)
+
+    def clear_cache(self) -> None:
+        """Forget the BPE results the Rust encoder remembers per piece (for measuring cold encodes)."""
+        if self._core is not None:
+            self._core.clear_cache()
+
+    def pieces(self, text: str) -> list[str]:
+        """The pre-tokenizer's pieces of `text` (the Rust split; for checks)."""
+        if self._core is None:
+            raise ValueError(f"no Rust encoder for this tokenizer: {self.reason}")
+        return self._core.pieces(text)
+
+    def _tokenizer_encode(self, text: str) -> list[int]:
+        return list(self._batch([text], add_special_tokens=False)[0].ids)
+
+    def _build(self, spec: dict[str, Any]) -> BpeEncoder:
+        if self.backend.truncation is not None or self.backend.padding is not None:
+            raise _Unsupported("the tokenizer truncates or pads")
+        nfc = _normalizer(spec.get("normalizer"))
+        pattern = self.pattern = _pre_tokenizer(spec.get("pre_tokenizer"))
+        model = spec.get("model") or {}
+        if model.get("type") != "BPE":
+            raise _Unsupported(f"model {model.get('type')!r} is not BPE")
+        for key, ok in [("dropout", (None,)), ("byte_fallback", (False, None)), ("continuing_subword_prefix", (None, "")),
+                        ("end_of_word_suffix", (None, ""))]:  # fmt: skip
+            if model.get(key) not in ok:
+                raise _Unsupported(f"BPE {key}={model.get(key)!r}")
+        table = {ord(c): b for c, b in _byte_decoder().items()}
+        vocab: dict[str, int] = model["vocab"]
+        try:
+            as_bytes = [tok.translate(table).encode("latin-1") for tok in vocab]
+        except UnicodeEncodeError:
+            raise _Unsupported("a vocabulary entry is not byte-level") from None
+        blob = b"".join(as_bytes)
+        offsets = np.zeros(len(as_bytes) + 1, dtype=np.uint64)
+        np.cumsum(np.fromiter(map(len, as_bytes), dtype=np.uint64, count=len(as_bytes)), out=offsets[1:])
+        ids = np.fromiter(vocab.values(), dtype=np.uint32, count=len(vocab))
+        merges = model.get("merges") or []
+        pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
+        try:
+            flat = [i for a, b in pairs for i in (vocab[a], vocab[b], vocab[a + b])]
+        except (KeyError, ValueError):
+            k, (a, b) = next((k, p) for k, p in enumerate(pairs) if len(p) != 2 or not {p[0], p[1], p[0] + p[1]} <= vocab.keys())
+            raise _Unsupported(f"merge {k} ({a!r}, {b!r}) is not two tokens of the vocabulary") from None
+        triples = np.array(flat, dtype=np.uint32)
+        raw_added: list[tuple[str, int]] = []
+        normalized_added: list[tuple[str, int]] = []
+        for tok in spec.get("added_tokens") or []:
+            if tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
+                raise _Unsupported(f"added token {tok['content']!r} strips whitespace or matches single words")
+            if not tok["content"]:
+                raise _Unsupported(f"added token {tok['id']} is empty")
+            (normalized_added if tok.get("normalized") and nfc else raw_added).append((tok["content"], int(tok["id"])))
+        try:
+            return BpeEncoder(
+                blob,
+                offsets,
+                ids,
+                triples,
+                ignore_merges=bool(model.get("ignore_merges", False)),
+                pattern=pattern,
+                raw_added=raw_added,
+                normalized_added=normalized_added,
+                nfc=nfc,
+            )
+        except ValueError as e:
+            raise _Unsupported(str(e)) from None
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _loads(text: str) -> Any:
+    try:
+        import orjson  # the `score` extra installs it: several times faster on a tokenizer's JSON
+    except ImportError:
+        return json.loads(text)
+    return orjson.loads(text)
+
+
+def _normalizer(spec: dict[str, Any] | None) -> bool:
+    """True for NFC, False for none; anything else is not covered."""
+    if spec is None:
+        return False
+    if spec.get("type") == "NFC":
+        return True
+    if spec.get("type") == "Sequence":
+        inner = spec.get("normalizers") or []
+        if not inner:
+            return False
+        if len(inner) == 1:
+            return _normalizer(inner[0])
+    raise _Unsupported(f"normalizer {json.dumps(spec)[:80]} is not covered")
+
+
+def _pre_tokenizer(spec: dict[str, Any] | None) -> str:
+    """The covered pattern's name, or `_Unsupported`."""
+    parts = (spec or {}).get("pretokenizers") if (spec or {}).get("type") == "Sequence" else None
+    if not parts or len(parts) != 2:
+        raise _Unsupported(f"pre-tokenizer {json.dumps(spec)[:80]} is not a (Split, ByteLevel) sequence")
+    split, level = parts
+    regex = (split.get("pattern") or {}).get("Regex")
+    ok_split = split.get("type") == "Split" and split.get("behavior") == "Isolated" and not split.get("invert")
+    if not ok_split or regex not in PATTERNS:
+        raise _Unsupported(f"pre-tokenizer split {json.dumps(split)[:120]} is not a covered pattern")
+    if level.get("type") != "ByteLevel" or level.get("add_prefix_space") or level.get("use_regex", True):
+        raise _Unsupported(f"pre-tokenizer {json.dumps(level)} is not a plain byte-level map")
+    return PATTERNS[regex]
+
+
+_LOCK = threading.Lock()
+_CACHE: weakref.WeakKeyDictionary[Any, FastEncoder] = weakref.WeakKeyDictionary()
+
+__all__ = ["FastEncoder", "PATTERNS"]

@@ -1,0 +1,193 @@
+"""The Rust encoder gives the tokenizer's ids: on every code point's
+pre-tokenizer class, on random text, on rendered conversations, and where it
+does not cover a tokenizer or a text it hands the text to the tokenizer."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tokenizers import Regex, Tokenizer
+from tokenizers import pre_tokenizers as pt
+
+from tito_fast import TokenInputError, _core, fixtures, get_tito_tokenizer
+from tito_fast.encoder import PATTERNS, FastEncoder
+from tito_fast.render import RenderError
+from tito_fast.verify import ROLE_SETS, TOOLS, conversations
+
+# fixture -> the pattern transformers loads it with
+COVERED = {"qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "qwen", "nemotron3": "qwen", "qwen35": "qwen"}
+# The Qwen3.5 tokenizer.json read by `tokenizers` itself keeps its own pattern
+# (letters with marks); transformers replaces it with the Qwen pattern.
+RAW_QWEN35 = "qwen35-raw"
+
+
+@functools.cache
+def _tokenizer(name: str) -> Any:
+    if name == RAW_QWEN35:
+        return Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen35") / "tokenizer.json"))
+    return fixtures.load_tokenizer(name)
+
+
+def _encoder(name: str) -> FastEncoder:
+    return FastEncoder.for_tokenizer(_tokenizer(name))
+
+
+def _theirs(name: str, text: str) -> list[int]:
+    enc = _encoder(name)
+    return list(enc.backend.encode(text, add_special_tokens=False).ids)
+
+
+def test_covered_fixtures_and_their_patterns() -> None:
+    for name, pattern in {**COVERED, RAW_QWEN35: "qwen35"}.items():
+        enc = _encoder(name)
+        assert (enc.reason, enc.pattern) == (None, pattern), name
+    assert FastEncoder.for_tokenizer(_tokenizer("qwen3")) is _encoder("qwen3")  # built once
+
+
+def _context(c: str) -> str:
+    """One code point in contexts that expose its class: letter or not, number,
+    white space, punctuation, mark (joins letters in Qwen3.5), contraction letter."""
+    return f"x{c}, {c}{c}1{c}'{c} \n"
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama31", RAW_QWEN35])
+def test_every_code_point_splits_as_the_tokenizer(name: str) -> None:
+    """The hand-written split equals the tokenizer's regex split on every code
+    point (surrogates cannot be in a UTF-8 text), in contexts that tell its class.
+    Planes 4-13 (never assigned) and 15-16 (private use) are sampled."""
+    enc = _encoder(name)
+    regex = next(r for r, p in PATTERNS.items() if p == enc.pattern)
+    split = pt.Split(Regex(regex), "isolated")
+    points = [
+        c for c in range(0x110000)
+        if not 0xD800 <= c <= 0xDFFF and (c < 0x40000 or 0xE0000 <= c < 0xF0000 or c % 61 == 0)
+    ]  # fmt: skip
+    bad: list[str] = []
+    for i in range(0, len(points), 16384):
+        chunk = [chr(c) for c in points[i : i + 16384]]
+        text = "".join(map(_context, chunk))
+        if enc.pieces(text) != [p for p, _ in split.pre_tokenize_str(text)]:
+            bad += [f"U+{ord(c):04X}" for c in chunk if enc.pieces(_context(c)) != [p for p, _ in split.pre_tokenize_str(_context(c))]]
+    assert not bad, f"{len(bad)} code points split differently: {bad[:20]}"
+
+
+FRAGMENTS = [
+    "'s", "'LL", "'ſ", "'Re", " '", "\r\n", "\n\n", "  ", "\t", "\u00a0", "\u3000", "123456", "3.14", "e\u0301",
+    "\u00e9", "你好", "こんにちは", "🙂", "👍🏽", "مرحبا", "ﬁ", "Ω", "{\"a\": [1, 2]}", "</think>", "<|im_end|>",
+    "<|im_start|>", "<tool_call>", "<|eot_id|>", "<|observation|>", "<think>", "def f(x):\n    return x",
+]  # fmt: skip
+TEXTS = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(FRAGMENTS)), max_size=40).map("".join)
+
+
+@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35])
+@given(text=TEXTS)
+def test_random_text_gives_the_tokenizer_ids(name: str, text: str) -> None:
+    assert _encoder(name).encode(text) == _theirs(name, text)
+
+
+@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35])
+def test_added_tokens_and_long_texts(name: str) -> None:
+    enc = _encoder(name)
+    added = [t.content for t in enc.backend.get_added_tokens_decoder().values()]
+    text = "x".join(added) + "".join(added[::-1]) + " ".join(FRAGMENTS)
+    assert enc.encode(text) == _theirs(name, text)
+    long = (text + "\n") * 40  # well past the size where the encoder releases the GIL
+    assert len(long.encode()) > _core.DETACH_MIN
+    assert enc.encode(long) == _theirs(name, long)
+
+
+@pytest.mark.parametrize(("name", "family"), [("qwen3", "qwen3"), ("glm47", "glm47"), ("llama31", "llama3"), ("qwen35", "qwen35")])
+def test_rendered_conversations_give_the_tokenizer_ids(name: str, family: str) -> None:
+    tito = get_tito_tokenizer(_tokenizer(name), family)
+    n = 0
+    for roles in ROLE_SETS:
+        for _, msgs in [*conversations(roles), *conversations(roles, parallel_calls=False)]:
+            try:
+                text = tito.apply_chat_template(msgs, add_generation_prompt=False, tools=TOOLS)
+            except RenderError:
+                continue  # a call shape the template refuses (e.g. Llama 3: one tool call at a time)
+            assert tito.encode(text) == _theirs(name, text)
+            n += 1
+    assert n >= 5
+
+
+def test_text_nfc_would_change_goes_to_the_tokenizer() -> None:
+    enc = _encoder("qwen3")  # NFC normalizer
+    before = enc.fallbacks
+    text = "cafe\u0301 <|im_end|> x"
+    assert enc.encode(text) == _theirs("qwen3", text)
+    assert enc.fallbacks == before + 1
+    glm = _encoder("glm47")  # no normalizer: nothing to fall back for
+    before = glm.fallbacks
+    assert glm.encode(text) == _theirs("glm47", text)
+    assert glm.fallbacks == before
+
+
+@pytest.mark.parametrize(("name", "why"), [("minimax_m27", "not a covered pattern"), ("deepseek_v3", "not a (Split, ByteLevel)")])
+def test_uncovered_tokenizers_encode_with_the_tokenizer(name: str, why: str) -> None:
+    enc = _encoder(name)
+    assert enc.reason is not None and why in enc.reason
+    text = "Hello 12345 你好 " + " ".join(FRAGMENTS)
+    assert enc.encode(text) == _theirs(name, text)
+    with pytest.raises(ValueError, match="no Rust encoder"):
+        enc.pieces(text)
+
+
+def test_family_encode_is_the_tokenizer_encode_with_or_without_it() -> None:
+    tok = _tokenizer("qwen3")
+    on, off = get_tito_tokenizer(tok, "qwen3"), get_tito_tokenizer(tok, "qwen3", fast_encode=False)
+    assert on.fast_encoder is _encoder("qwen3") and off.fast_encoder is None
+    text = " ".join(FRAGMENTS)
+    assert on.encode(text) == off.encode(text) == list(tok.encode(text, add_special_tokens=False))
+
+
+def _args(**over: Any) -> dict[str, Any]:
+    vocab = [bytes([b]) for b in range(256)]
+    args: dict[str, Any] = dict(
+        token_blob=b"".join(vocab), token_offsets=list(range(257)), token_ids=list(range(256)), merges=[],
+        ignore_merges=False, pattern="qwen", raw_added=[], normalized_added=[], nfc=False,
+    )  # fmt: skip
+    args.update(over)
+    return args
+
+
+@pytest.mark.parametrize(
+    ("over", "argument", "message"),
+    [
+        ({"pattern": "gpt2"}, "pattern", "unknown pattern"),
+        ({"token_offsets": list(range(256))}, "token_offsets", "one entry more"),
+        ({"token_offsets": [*range(256), 999]}, "token_offsets", "outside the blob"),
+        ({"token_ids": [*range(255), -1]}, "token_ids", "negative"),
+        ({"merges": [1, 2]}, "merges", "triples"),
+        ({"merges": [1, 2, 3, 1, 2, 4]}, "merges", "repeats"),
+        ({"token_blob": bytes(256), "token_ids": list(range(256))}, "token_ids", "byte 0x01 has no token"),
+        ({"raw_added": [("", 5)]}, "raw_added", "empty"),
+    ],
+)
+def test_bad_construction_input_names_the_argument(over: dict[str, Any], argument: str, message: str) -> None:
+    with pytest.raises(TokenInputError, match=message) as info:
+        _core.BpeEncoder(**_args(**over))
+    assert info.value.argument == argument
+
+
+def test_threads_share_one_encoder() -> None:
+    enc = _encoder("qwen3")
+    texts = [" ".join(FRAGMENTS[k:] + FRAGMENTS[:k]) * 30 for k in range(8)]
+    expected = [_theirs("qwen3", t) for t in texts]
+    results: dict[int, list[list[int]]] = {}
+
+    def work(k: int) -> None:
+        results[k] = [enc.encode(t) for t in texts for _ in range(3)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        assert results[k] == [e for e in expected for _ in range(3)]
