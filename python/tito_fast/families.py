@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tito_fast._core import merge_tokens as _merge
+from tito_fast.encoder import FastEncoder
 from tito_fast.messages import Matcher, check_append_only
 from tito_fast.render import RenderError, ToolPolicy, render, template_of
 
@@ -293,6 +294,7 @@ class TitoTokenizer:
         backend: Literal["hf", "jinja"] = "hf",
         base_cache_size: int = 64,
         encoder_path: str | None = None,
+        fast_encode: bool = True,
     ) -> None:
         self.tokenizer = tokenizer
         self.config = config
@@ -346,6 +348,8 @@ class TitoTokenizer:
         rust_tok = getattr(tokenizer, "backend_tokenizer", None)
         plain = not getattr(tokenizer, "split_special_tokens", False)
         self._rust_tokenizer: Any = rust_tok if rust_tok is not None and plain and hasattr(rust_tok, "encode") else None
+        self._fast_encode = fast_encode and self._rust_tokenizer is not None
+        self._fast_encoder: FastEncoder | None = None
         self._base_cache: OrderedDict[str, str] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._base_cache_size = base_cache_size
@@ -384,10 +388,21 @@ class TitoTokenizer:
             **self.chat_template_kwargs,
         )
 
+    @property
+    def fast_encoder(self) -> FastEncoder | None:
+        """The exact Rust encoder of the tokenizer (`tito_fast.encoder`), built on
+        first use; None when turned off or the tokenizer is not a fast one."""
+        if self._fast_encode and self._fast_encoder is None:
+            self._fast_encoder = FastEncoder.for_tokenizer(self.tokenizer)
+        return self._fast_encoder
+
     def encode(self, text: str) -> list[int]:
-        """`tokenizer.encode(text, add_special_tokens=False)`, calling the Rust
-        tokenizer directly when the tokenizer is a fast one (same ids, without
-        the batch machinery)."""
+        """`tokenizer.encode(text, add_special_tokens=False)`: by `fast_encoder`
+        when it covers the tokenizer (same ids, several times faster), else by
+        the Rust tokenizer directly when the tokenizer is a fast one (same ids,
+        without the batch machinery)."""
+        if self._fast_encode:
+            return self.fast_encoder.encode(text)  # type: ignore[union-attr]
         if self._rust_tokenizer is not None:
             fast = getattr(self._rust_tokenizer, "encode_batch_fast", None)  # no offsets: same ids, less work
             if fast is not None:
@@ -506,7 +521,9 @@ def get_tito_tokenizer(
             `FamilyConfig.from_dict` (a format nobody ships).
         chat_template_kwargs: extra template kwargs; a value that conflicts
             with one the family pins is an error.
-        options: `tool_policy`, `matcher`, `encoder_path` (DeepSeek V3.2/V4's
+        options: `tool_policy`, `matcher`, `fast_encode` (default True: encode
+            with `tito_fast.encoder.FastEncoder` where it covers the
+            tokenizer), `encoder_path` (DeepSeek V3.2/V4's
             encoder module), `backend` ("hf": the tokenizer's
             `apply_chat_template`; "jinja": our environment, same output,
             faster), `chat_template` (a template text replacing the

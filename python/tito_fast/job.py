@@ -102,9 +102,9 @@ def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode
         _WORKER = build_scorer(tokenizer, family, template, mode)
 
 
-def _describe_worker() -> tuple[str, bool, str | None]:
+def _describe_worker() -> tuple[str, bool, str | None, str]:
     assert _WORKER is not None
-    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason
+    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason, _WORKER.encoder
 
 
 def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
@@ -177,7 +177,7 @@ def run_score(
     if workers == 1:
         total = count_records(dump)
         local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
-        family_name, fast_on, reason = local.family, local.fast_path, local.splitter.reason
+        family_name, fast_on, reason, encoder = local.family, local.fast_path, local.splitter.reason, local.encoder
         outputs: Iterator[list[SessionResult | BadRecord]] = (
             [score_one(local, r) for r in c] for c in _chunks(read_dump(dump), chunk_size)
         )
@@ -211,7 +211,7 @@ def run_score(
             )
         try:
             # Forked workers hold the parent's scorer; spawned ones report theirs.
-            family_name, fast_on, reason = _describe_worker() if _FORK else pool.submit(_describe_worker).result()
+            family_name, fast_on, reason, encoder = _describe_worker() if _FORK else pool.submit(_describe_worker).result()
         except BrokenProcessPool as e:
             pool.shutdown(cancel_futures=True)
             raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
@@ -255,5 +255,6 @@ def run_score(
         metric_version=metric_version,
         complete=stopped_at is None,
         stopped_at=stopped_at,
+        encoder=encoder,
     )
     return ScoreRun(results, bad, summary, stopped_at, setup)

@@ -140,7 +140,18 @@ def results_from_table(table: Any) -> tuple[list[SessionResult], list[BadRecord]
     return results, bad
 
 
-def summarize_table(table: Any, *, family: str, mode: str = "fast", fast_path: str = "on", metric_version: str = "v1") -> Summary:
-    """`tito_fast.score.summarize` over a table of `score_batch` outputs."""
+def summarize_table(
+    table: Any,
+    *,
+    family: str,
+    mode: str = "fast",
+    fast_path: str = "on",
+    metric_version: str = "v1",
+    encoder: str = "not recorded",
+) -> Summary:
+    """`tito_fast.score.summarize` over a table of `score_batch` outputs
+    (`encoder`: the scorer's `encoder`, for the report)."""
     results, bad = results_from_table(table)
-    return summarize(results, bad, family=family, mode=mode, fast_path=fast_path, metric_version=metric_version)
+    return summarize(
+        results, bad, family=family, mode=mode, fast_path=fast_path, metric_version=metric_version, encoder=encoder
+    )

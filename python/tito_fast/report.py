@@ -36,6 +36,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("differences by role", ", ".join(f"{k} {v}" for k, v in s.by_role.items()) or "-"),
         ("differences by kind", ", ".join(f"{k} {v}" for k, v in s.by_kind.items()) or "-"),
         ("fast path", s.fast_path),
+        ("encoder", s.encoder),
     ]
     if s.encoded_segment_share is not None:
         rows.append(("segments encoded", _pct(s.encoded_segment_share)))

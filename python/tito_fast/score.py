@@ -233,6 +233,15 @@ class Scorer:
         self.splitter = FastSplitter(self.tito, set(self._seg.boundary_ids), bool(vocab is not None and vocab.byte_exact))
         if self.splitter.reason is None:
             self.splitter.reason = self._round_trip_check()
+        self.tito.fast_encoder  # built now, so that forked workers inherit it
+
+    @property
+    def encoder(self) -> str:
+        """What encodes texts: tito_fast's Rust encoder, or the tokenizer and why."""
+        enc = self.tito.fast_encoder
+        if enc is None:
+            return "the tokenizer (not a fast tokenizer)"
+        return "tito_fast (Rust)" if enc.reason is None else f"the tokenizer ({enc.reason})"
 
     @property
     def fast_path(self) -> bool:
@@ -418,6 +427,8 @@ class Summary:
     ci_failures: list[str] = field(default_factory=list)
     #: where an incomplete run stopped: a record ("FILE:LINE") or "interrupted"
     stopped_at: str | None = None
+    #: what encoded texts (`Scorer.encoder`)
+    encoder: str = "not recorded"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -433,6 +444,7 @@ def summarize(
     metric_version: str = "v1",
     complete: bool = True,
     stopped_at: str | None = None,
+    encoder: str = "not recorded",
 ) -> Summary:
     """The reference's metrics (`tito_session_mismatch_rate/<version>` and
     `/<type>`: shares of sessions with any mismatch / one of that type) plus
@@ -496,6 +508,7 @@ def summarize(
         errors=[b.to_dict() for b in bad],
         ci_failures=ci,
         stopped_at=stopped_at,
+        encoder=encoder,
     )
 
 
