@@ -5,7 +5,9 @@ tokenizer's `apply_chat_template`, encode the whole text, compare with the
 plain reference comparator (`tito_fast.reference.ReferenceComparator`).
 tito_fast: `run_score` on the JSONL dump (it also parses the file), fast
 path, one process and two worker processes (their start-up, a tokenizer
-load per worker, included). All must give identical mismatch lists.
+load per worker, included), and `tito_fast_full`: one process encoding
+every whole render (with tito_fast's Rust encoder) instead of the fast
+path. All must give identical mismatch lists.
 
 Sessions: 50 assistant turns with reasoning and a tool call each (about 14k
 ids), 30% with a planted fault (a changed tool output or a re-spaced tool
@@ -74,7 +76,12 @@ def _reference(path: Path) -> list[list[dict[str, Any]]]:
     return out
 
 
-@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_2_workers"])
+@functools.cache
+def _full_scorer() -> Scorer:
+    return Scorer(tito=_scorer().tito, mode="full")
+
+
+@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_2_workers", "tito_fast_full"])
 def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     n = int(os.environ.get("TITO_FAST_BENCH_SESSIONS", "1000")) if full_size else 4
     turns = 50 if full_size else 3
@@ -85,6 +92,11 @@ def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: py
     if impl == "python":
         lists = benchmark.pedantic(lambda: _reference(path), **rounds)
         _LISTS.setdefault(path, lists)
+    elif impl == "tito_fast_full":  # every session's render encoded whole (by tito_fast's encoder), one process
+        run = benchmark.pedantic(
+            lambda: run_score(path, "fixture:qwen3", "qwen3", mode="full", scorer=_full_scorer()), **rounds
+        )
+        lists = [r.mismatches for r in run.results]
     else:
         workers = 2 if impl == "tito_fast_2_workers" else 1
         run = benchmark.pedantic(lambda: run_score(path, "fixture:qwen3", "qwen3", workers=workers, scorer=_scorer()), **rounds)

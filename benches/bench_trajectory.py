@@ -5,10 +5,11 @@ messages, encodes the suffix, concatenates full lists, checks the prefix
 with list slices and keeps a full copy of the ids. tito_fast does the same
 work with one render when the base render is cached (it depends only on the
 last assistant's tool calls, the tools and the kwargs; the
-`tito_fast_jinja` row renders with tito_fast's own environment), splices
-and checks in Rust, and keeps one TokenBuffer. Both must produce identical
-ids at every turn. Encoding the appended text costs the same in both and
-bounds the ratio.
+`tito_fast_jinja` row renders with tito_fast's own environment), encodes
+the appended text with its Rust encoder (`tito_fast.encoder`; the
+`tito_fast_tokenizer_encode` row uses the tokenizer's encode instead, to
+show what the encoder is worth), splices and checks in Rust, and keeps one
+TokenBuffer. All must produce identical ids at every turn.
 
 Two workloads: an agent session (a tool call with new arguments every turn:
 the cached base never hits) and a chat session (the assistant answers, a
@@ -109,11 +110,13 @@ def run_reference(
 
 @pytest.mark.parametrize("session", ["agent", "chat"])
 @pytest.mark.parametrize("turns", [50, 300])
-@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "python"])
+@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "tito_fast_tokenizer_encode", "python"])
 def bench_trajectory(benchmark: Any, full_size: bool, session: str, turns: int, impl: str) -> None:
     n = turns if full_size else 4
     tok = tokenizer()
-    tito = get_tito_tokenizer(tok, "qwen3", backend="jinja" if impl == "tito_fast_jinja" else "hf")
+    # tito_fast_tokenizer_encode: the jinja row with the tokenizer's own encode instead of tito_fast's encoder
+    backend = "hf" if impl == "tito_fast" else "jinja"
+    tito = get_tito_tokenizer(tok, "qwen3", backend=backend, fast_encode=impl != "tito_fast_tokenizer_encode")
     msgs = agent_session(n, tool_calls=session == "agent")
     completions = _completions(tito, msgs)
     reqs = requests(msgs)

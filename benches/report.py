@@ -71,6 +71,8 @@ def headlines(data: dict[str, Any]) -> str:
         parts = [f"{other} / {best_name} = {v / best:.1f}×" for other, v in med.items() if not other.startswith("tito_fast")]
         if "tito_fast_arrays" in med and "tito_fast" in med and "python" in med:
             parts.append(f"python / tito_fast (lists) = {med['python'] / med['tito_fast']:.1f}×")
+        if "tito_fast_tokenizer_encode" in med and "python" in med:
+            parts.append(f"python / tito_fast_tokenizer_encode = {med['python'] / med['tito_fast_tokenizer_encode']:.1f}×")
         if "tito_fast_list" in med and "python" in med:
             parts.append(f"python / tito_fast_list = {med['python'] / med['tito_fast_list']:.1f}×")
         if "tito_fast_2_workers" in med and "tito_fast" in med:
