@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tokenizers import Regex, Tokenizer
+from tokenizers import AddedToken, Regex, Tokenizer
 from tokenizers import pre_tokenizers as pt
 
 from tito_fast import TokenInputError, _core, fixtures, get_tito_tokenizer
@@ -24,12 +24,20 @@ COVERED = {"qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "
 # The Qwen3.5 tokenizer.json read by `tokenizers` itself keeps its own pattern
 # (letters with marks); transformers replaces it with the Qwen pattern.
 RAW_QWEN35 = "qwen35-raw"
+# Qwen3 with added tokens the tokenizer matches after normalizing (none of the
+# fixtures has any): one overlaps a token of the first pass, one is not NFC.
+NORMALIZED_ADDED = "qwen3-normalized-added"
+EXTRA_TOKENS = ["<tool_call>x", "zebra crossing", "ca\u0301fe"]
 
 
 @functools.cache
 def _tokenizer(name: str) -> Any:
     if name == RAW_QWEN35:
         return Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen35") / "tokenizer.json"))
+    if name == NORMALIZED_ADDED:
+        tok = Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen3") / "tokenizer.json"))
+        tok.add_tokens([AddedToken(t, normalized=True) for t in EXTRA_TOKENS])
+        return tok
     return fixtures.load_tokenizer(name)
 
 
@@ -43,7 +51,7 @@ def _theirs(name: str, text: str) -> list[int]:
 
 
 def test_covered_fixtures_and_their_patterns() -> None:
-    for name, pattern in {**COVERED, RAW_QWEN35: "qwen35"}.items():
+    for name, pattern in {**COVERED, RAW_QWEN35: "qwen35", NORMALIZED_ADDED: "qwen"}.items():
         enc = _encoder(name)
         assert (enc.reason, enc.pattern) == (None, pattern), name
     assert FastEncoder.for_tokenizer(_tokenizer("qwen3")) is _encoder("qwen3")  # built once
@@ -80,17 +88,18 @@ FRAGMENTS = [
     "'s", "'LL", "'ſ", "'Re", " '", "\r\n", "\n\n", "  ", "\t", "\u00a0", "\u3000", "123456", "3.14", "e\u0301",
     "\u00e9", "你好", "こんにちは", "🙂", "👍🏽", "مرحبا", "ﬁ", "Ω", "{\"a\": [1, 2]}", "</think>", "<|im_end|>",
     "<|im_start|>", "<tool_call>", "<|eot_id|>", "<|observation|>", "<think>", "def f(x):\n    return x",
+    *EXTRA_TOKENS, "<tool_call>xy", "zebra crossing", "caf\u00e9",
 ]  # fmt: skip
 TEXTS = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(FRAGMENTS)), max_size=40).map("".join)
 
 
-@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35])
+@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35, NORMALIZED_ADDED])
 @given(text=TEXTS)
 def test_random_text_gives_the_tokenizer_ids(name: str, text: str) -> None:
     assert _encoder(name).encode(text) == _theirs(name, text)
 
 
-@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35])
+@pytest.mark.parametrize("name", [*COVERED, RAW_QWEN35, NORMALIZED_ADDED])
 def test_added_tokens_and_long_texts(name: str) -> None:
     enc = _encoder(name)
     added = [t.content for t in enc.backend.get_added_tokens_decoder().values()]
@@ -114,6 +123,16 @@ def test_rendered_conversations_give_the_tokenizer_ids(name: str, family: str) -
             assert tito.encode(text) == _theirs(name, text)
             n += 1
     assert n >= 5
+
+
+def test_normalized_added_tokens_match_in_the_second_pass() -> None:
+    enc = _encoder(NORMALIZED_ADDED)
+    tok = _tokenizer(NORMALIZED_ADDED)
+    first, second = tok.token_to_id("<tool_call>"), tok.token_to_id("<tool_call>x")
+    assert second is not None and enc.encode("<tool_call>xy")[0] == first  # the first pass wins
+    assert enc.encode("a zebra crossing")[-1] == tok.token_to_id("zebra crossing")
+    for text in ["<tool_call>xy", "a zebra crossing", "caf\u00e9!", "ca\u0301fe"]:
+        assert enc.encode(text) == _theirs(NORMALIZED_ADDED, text), text
 
 
 def test_text_nfc_would_change_goes_to_the_tokenizer() -> None:

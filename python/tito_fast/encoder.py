@@ -128,6 +128,8 @@ class FastEncoder:
     def _build(self, spec: dict[str, Any]) -> BpeEncoder:
         if self.backend.truncation is not None or self.backend.padding is not None:
             raise _Unsupported("the tokenizer truncates or pads")
+        if getattr(self.backend, "encode_special_tokens", False):
+            raise _Unsupported("the tokenizer encodes special tokens as text")
         nfc = _normalizer(spec.get("normalizer"))
         pattern = self.pattern = _pre_tokenizer(spec.get("pre_tokenizer"))
         model = spec.get("model") or {}
@@ -162,7 +164,13 @@ class FastEncoder:
                 raise _Unsupported(f"added token {tok['content']!r} strips whitespace or matches single words")
             if not tok["content"]:
                 raise _Unsupported(f"added token {tok['id']} is empty")
-            (normalized_added if tok.get("normalized") and nfc else raw_added).append((tok["content"], int(tok["id"])))
+            if tok.get("normalized"):
+                # The tokenizer matches these in its second pass, on normalized text,
+                # with their content normalized too.
+                content = self.backend.normalizer.normalize_str(tok["content"]) if nfc else tok["content"]
+                normalized_added.append((content, int(tok["id"])))
+            else:
+                raw_added.append((tok["content"], int(tok["id"])))
         try:
             return BpeEncoder(
                 blob,
