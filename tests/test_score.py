@@ -266,8 +266,10 @@ def test_cli_score_outputs_and_ci_flag(tmp_path: Path, capsys: Any) -> None:
     captured = capsys.readouterr()
     assert "tito_session_mismatch_rate/v1/assistant_text" in captured.out and "sessions scored" in captured.out
     assert "scored 40/40 sessions" in captured.err  # progress (not a terminal: one line per tenth)
+    assert "tito_fast (Rust)" in captured.out  # the encoder row
     data = json.loads(out_json.read_text())
     assert len(data["sessions"]) == 40 and data["summary"]["sessions"] == 40
+    assert data["summary"]["encoder"] == "tito_fast (Rust)"
     page = out_html.read_text()
     assert page.count("<svg") == 5 and "Worst sessions (3)" in page and "<script" not in page
     assert "| tito_session_mismatch_rate/v1 |" in out_md.read_text()
