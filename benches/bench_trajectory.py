@@ -126,7 +126,7 @@ def bench_trajectory(benchmark: Any, full_size: bool, session: str, turns: int, 
     kind = "agent session, a tool call per turn" if session == "agent" else "chat session, no tool calls"
     benchmark.group = f"trajectory {turns} turns ({kind})"
     benchmark.extra_info["turns"] = n
-    rounds = {"rounds": 5 if n <= 50 else 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
+    rounds = {"rounds": 11 if n <= 50 else 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
     if impl == "python":
         copies = benchmark.pedantic(lambda: run_reference(ref, msgs, reqs, completions), **rounds)
         final = copies[-1]
