@@ -210,3 +210,25 @@ def test_threads_share_one_encoder() -> None:
         t.join()
     for k in range(4):
         assert results[k] == [e for e in expected for _ in range(3)]
+
+
+def test_a_changed_tokenizer_is_followed() -> None:
+    """Adding tokens, truncation and special-token splitting change ids: the
+    encoder notices on the next call and rebuilds (or hands over)."""
+    tok = Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen3") / "tokenizer.json"))  # a private copy
+    enc = FastEncoder(tok)
+    text = "a <zz> b <|im_end|> " + " ".join(FRAGMENTS)
+
+    def same() -> bool:
+        return enc.encode(text) == list(tok.encode(text, add_special_tokens=False).ids)
+
+    assert same() and enc.rebuilds == 0
+    tok.add_tokens(["<zz>"])
+    assert same() and enc.rebuilds == 1 and enc.reason is None
+    assert tok.token_to_id("<zz>") in enc.encode(text)
+    tok.enable_truncation(5)
+    assert same() and len(enc.encode(text)) == 5 and enc.reason is not None and "truncates" in enc.reason
+    tok.no_truncation()
+    assert same() and enc.reason is None and enc.rebuilds == 3
+    tok.encode_special_tokens = True
+    assert same() and enc.reason is not None and "special tokens" in enc.reason

@@ -60,23 +60,51 @@ class FastEncoder:
         pattern: the covered pattern's name ("qwen", "llama3", "qwen35"), or None.
         fallbacks: how many texts went to the tokenizer although the encoder
             covers the tokenizer (texts NFC might change).
+        rebuilds: how many times it was rebuilt because the tokenizer changed
+            in a way that changes ids: tokens added, truncation, padding or
+            the splitting of special tokens turned on or off (checked on every
+            call, about 1 µs). Replacing the tokenizer's normalizer,
+            pre-tokenizer or model in place is not seen: build a new one.
     """
 
     def __init__(self, tokenizer: Any) -> None:
         self.backend = _backend(tokenizer)
-        self.reason: str | None = None
-        self.pattern: str | None = None
         self.fallbacks = 0
-        self._core: BpeEncoder | None = None
+        self.rebuilds = 0
         fast = getattr(self.backend, "encode_batch_fast", None)
         self._batch = fast if fast is not None else self.backend.encode_batch
-        if getattr(tokenizer, "split_special_tokens", False):
+        try:
+            self._owner: Any = weakref.ref(tokenizer)
+        except TypeError:
+            self._owner = lambda: tokenizer
+        self._lock = threading.Lock()
+        self._setup()
+
+    def _observe(self) -> tuple[Any, ...]:
+        """What can change on a live tokenizer and change its ids: added tokens,
+        truncation, padding, whether special tokens are split."""
+        b = self.backend
+        owner = self._owner()
+        return (
+            b.get_vocab_size(with_added_tokens=True),
+            b.truncation is None,
+            b.padding is None,
+            getattr(b, "encode_special_tokens", False),
+            getattr(owner, "split_special_tokens", False),
+        )
+
+    def _setup(self) -> None:
+        self.reason: str | None = None
+        self.pattern: str | None = None
+        self._core: BpeEncoder | None = None
+        self._state = self._observe()
+        if self._state[-1]:
             self.reason = "the tokenizer splits special tokens itself"
             return
         collecting = gc.isenabled()
         gc.disable()  # millions of new objects, none cyclic: collections would only rescan them
         try:
-            self._core = self._build(_loads(self.backend.to_str()))
+            core = self._build(_loads(self.backend.to_str()))
         except _Unsupported as e:
             self.reason = str(e)
             return
@@ -84,11 +112,11 @@ class FastEncoder:
             if collecting:
                 gc.enable()
         for probe in SELF_CHECK:
-            mine, theirs = self._core.encode(probe), self._tokenizer_encode(probe)
+            mine, theirs = core.encode(probe), self._tokenizer_encode(probe)
             if mine is not None and mine != theirs:
-                self._core = None
                 self.reason = f"disagrees with the tokenizer on {probe!r}"
                 return
+        self._core = core  # only once checked: other threads may be encoding meanwhile
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any) -> FastEncoder:
@@ -104,12 +132,22 @@ class FastEncoder:
 
     def encode(self, text: str) -> list[int]:
         """`tokenizer.encode(text, add_special_tokens=False)`, exactly."""
-        if self._core is not None:
-            ids = self._core.encode(text)
+        if self._observe() != self._state:
+            self._refresh()
+        core = self._core
+        if core is not None:
+            ids = core.encode(text)
             if ids is not None:
                 return ids
             self.fallbacks += 1
         return self._tokenizer_encode(text)
+
+    def _refresh(self) -> None:
+        """Rebuild after the tokenizer changed (e.g. `add_tokens`)."""
+        with self._lock:
+            if self._observe() != self._state:
+                self._setup()
+                self.rebuilds += 1
 
     def clear_cache(self) -> None:
         """Forget the BPE results the Rust encoder remembers per piece (for measuring cold encodes)."""
