@@ -15,12 +15,15 @@ from tokenizers import AddedToken, Regex, Tokenizer
 from tokenizers import pre_tokenizers as pt
 
 from tito_fast import TokenInputError, _core, fixtures, get_tito_tokenizer
-from tito_fast.encoder import PATTERNS, FastEncoder
+from tito_fast.encoder import DEEPSEEK_SPLITS, PATTERNS, FastEncoder
 from tito_fast.render import RenderError
 from tito_fast.verify import ROLE_SETS, TOOLS, conversations
 
 # fixture -> the pattern transformers loads it with
-COVERED = {"qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "qwen", "nemotron3": "qwen", "qwen35": "qwen"}
+COVERED = {
+    "qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "qwen", "nemotron3": "qwen", "qwen35": "qwen",
+    "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_v4": "deepseek",
+}  # fmt: skip
 # The Qwen3.5 tokenizer.json read by `tokenizers` itself keeps its own pattern
 # (letters with marks); transformers replaces it with the Qwen pattern.
 RAW_QWEN35 = "qwen35-raw"
@@ -59,18 +62,25 @@ def test_covered_fixtures_and_their_patterns() -> None:
 
 def _context(c: str) -> str:
     """One code point in contexts that expose its class: letter or not, number,
-    white space, punctuation, mark (joins letters in Qwen3.5), contraction letter."""
-    return f"x{c}, {c}{c}1{c}'{c} \n"
+    white space, punctuation or symbol, mark (joins letters in Qwen3.5 and
+    DeepSeek), contraction letter, ASCII letter after ASCII punctuation."""
+    return f"x{c}, {c}{c}1{c}'{c} ({c}a {c}A\n"
 
 
-@pytest.mark.parametrize("name", ["qwen3", "llama31", RAW_QWEN35])
+def _reference_split(enc: FastEncoder) -> Any:
+    """The tokenizer library's own split for the encoder's splitter."""
+    if enc.pattern == "deepseek":
+        return pt.Sequence([pt.Split(Regex(r), "isolated") for r in DEEPSEEK_SPLITS])
+    return pt.Split(Regex(next(r for r, p in PATTERNS.items() if p == enc.pattern)), "isolated")
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama31", RAW_QWEN35, "deepseek_v3"])
 def test_every_code_point_splits_as_the_tokenizer(name: str) -> None:
     """The hand-written split equals the tokenizer's regex split on every code
     point (surrogates cannot be in a UTF-8 text), in contexts that tell its class.
     Planes 4-13 (never assigned) and 15-16 (private use) are sampled."""
     enc = _encoder(name)
-    regex = next(r for r, p in PATTERNS.items() if p == enc.pattern)
-    split = pt.Split(Regex(regex), "isolated")
+    split = _reference_split(enc)
     points = [
         c for c in range(0x110000)
         if not 0xD800 <= c <= 0xDFFF and (c < 0x40000 or 0xE0000 <= c < 0xF0000 or c % 61 == 0)
@@ -110,7 +120,11 @@ def test_added_tokens_and_long_texts(name: str) -> None:
     assert enc.encode(long) == _theirs(name, long)
 
 
-@pytest.mark.parametrize(("name", "family"), [("qwen3", "qwen3"), ("glm47", "glm47"), ("llama31", "llama3"), ("qwen35", "qwen35")])
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [("qwen3", "qwen3"), ("glm47", "glm47"), ("llama31", "llama3"), ("qwen35", "qwen35"), ("deepseek_v3", "default"),
+     ("deepseek_v4", "deepseekv4")],
+)  # fmt: skip
 def test_rendered_conversations_give_the_tokenizer_ids(name: str, family: str) -> None:
     tito = get_tito_tokenizer(_tokenizer(name), family)
     n = 0
@@ -147,12 +161,19 @@ def test_text_nfc_would_change_goes_to_the_tokenizer() -> None:
     assert glm.fallbacks == before
 
 
-@pytest.mark.parametrize(("name", "why"), [("minimax_m27", "not a covered pattern"), ("deepseek_v3", "not a (Split, ByteLevel)")])
+def _byte_level_only() -> Any:
+    """Qwen3 with the GPT-2 byte-level pre-tokenizer (its own regex): not covered."""
+    tok = Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen3") / "tokenizer.json"))
+    tok.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    return tok
+
+
+@pytest.mark.parametrize(("name", "why"), [("minimax_m27", "not a covered pattern"), ("byte-level-only", "not a sequence")])
 def test_uncovered_tokenizers_encode_with_the_tokenizer(name: str, why: str) -> None:
-    enc = _encoder(name)
+    enc = FastEncoder(_byte_level_only()) if name == "byte-level-only" else _encoder(name)
     assert enc.reason is not None and why in enc.reason
     text = "Hello 12345 你好 " + " ".join(FRAGMENTS)
-    assert enc.encode(text) == _theirs(name, text)
+    assert enc.encode(text) == list(enc.backend.encode(text, add_special_tokens=False).ids)
     with pytest.raises(ValueError, match="no Rust encoder"):
         enc.pieces(text)
 

@@ -1,6 +1,6 @@
 """An exact, faster `tokenizer.encode(text, add_special_tokens=False)` for
 byte-level BPE tokenizers with GPT-4 style pre-tokenizers (Qwen2/3/3.5,
-Llama 3, GLM-4.x, Kimi K2, Nemotron).
+Llama 3, GLM-4.x, Kimi K2, Nemotron, DeepSeek V3/V3.1/V3.2/V4).
 
 The Rust `BpeEncoder` does what the `tokenizers` library does, in the same
 order: split at added tokens (two passes: tokens not normalized, then
@@ -43,6 +43,13 @@ PATTERNS = {
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen35",
 }
 
+#: DeepSeek V3/V3.1/V3.2/V4: three splits in sequence, each keeping matches and gaps.
+DEEPSEEK_SPLITS = [
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+]
+
 #: Texts the encoder must agree with the tokenizer on before it is used.
 SELF_CHECK = PROBES + [
     "def f(x):\n    return x  # 12345 ''s 'LL\r\n\r\n\t\u00a0x",
@@ -57,7 +64,8 @@ class FastEncoder:
 
     Attributes:
         reason: None when the Rust encoder is used, else why not.
-        pattern: the covered pattern's name ("qwen", "llama3", "qwen35"), or None.
+        pattern: the covered splitter's name ("qwen", "llama3", "qwen35",
+            "deepseek"), or None.
         fallbacks: how many texts went to the tokenizer although the encoder
             covers the tokenizer (texts NFC might change).
         rebuilds: how many times it was rebuilt because the tokenizer changed
@@ -181,12 +189,21 @@ class FastEncoder:
         vocab: dict[str, int] = model["vocab"]
         try:
             as_bytes = [tok.translate(table).encode("latin-1") for tok in vocab]
+            kept = list(vocab.values())
         except UnicodeEncodeError:
-            raise _Unsupported("a vocabulary entry is not byte-level") from None
+            # Entries with characters outside the byte-level alphabet (DeepSeek keeps its
+            # special tokens in the model vocabulary) cannot come out of byte-level
+            # pieces or merges of them: leave them out.
+            as_bytes, kept = [], []
+            for tok, tid in vocab.items():
+                mapped = tok.translate(table)
+                if max(map(ord, mapped), default=0) < 256:
+                    as_bytes.append(mapped.encode("latin-1"))
+                    kept.append(tid)
         blob = b"".join(as_bytes)
         offsets = np.zeros(len(as_bytes) + 1, dtype=np.uint64)
         np.cumsum(np.fromiter(map(len, as_bytes), dtype=np.uint64, count=len(as_bytes)), out=offsets[1:])
-        ids = np.fromiter(vocab.values(), dtype=np.uint32, count=len(vocab))
+        ids = np.asarray(kept, dtype=np.uint32)
         merges = model.get("merges") or []
         pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
         try:
@@ -253,18 +270,25 @@ def _normalizer(spec: dict[str, Any] | None) -> bool:
 
 
 def _pre_tokenizer(spec: dict[str, Any] | None) -> str:
-    """The covered pattern's name, or `_Unsupported`."""
+    """The covered splitter's name, or `_Unsupported`."""
     parts = (spec or {}).get("pretokenizers") if (spec or {}).get("type") == "Sequence" else None
-    if not parts or len(parts) != 2:
-        raise _Unsupported(f"pre-tokenizer {json.dumps(spec)[:80]} is not a (Split, ByteLevel) sequence")
-    split, level = parts
-    regex = (split.get("pattern") or {}).get("Regex")
-    ok_split = split.get("type") == "Split" and split.get("behavior") == "Isolated" and not split.get("invert")
-    if not ok_split or regex not in PATTERNS:
-        raise _Unsupported(f"pre-tokenizer split {json.dumps(split)[:120]} is not a covered pattern")
+    if not parts or len(parts) < 2:
+        raise _Unsupported(f"pre-tokenizer {json.dumps(spec)[:80]} is not a sequence of splits and a byte-level map")
+    *splits, level = parts
     if level.get("type") != "ByteLevel" or level.get("add_prefix_space") or level.get("use_regex", True):
         raise _Unsupported(f"pre-tokenizer {json.dumps(level)} is not a plain byte-level map")
-    return PATTERNS[regex]
+    regexes = []
+    for split in splits:
+        regex = (split.get("pattern") or {}).get("Regex")
+        isolated = split.get("behavior") == "Isolated" and not split.get("invert")
+        if split.get("type") != "Split" or not isolated or regex is None:
+            raise _Unsupported(f"pre-tokenizer split {json.dumps(split)[:120]} is not a covered pattern")
+        regexes.append(regex)
+    if len(regexes) == 1 and regexes[0] in PATTERNS:
+        return PATTERNS[regexes[0]]
+    if regexes == DEEPSEEK_SPLITS:
+        return "deepseek"
+    raise _Unsupported(f"pre-tokenizer splits {json.dumps(regexes)[:160]} are not a covered pattern")
 
 
 _LOCK = threading.Lock()

@@ -15,7 +15,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use unicode_normalization::{is_nfc_quick, IsNormalized};
 
 use crate::bpe::Bpe;
-use crate::pretok::Pattern;
+use crate::pretok::Splitter;
 
 /// Added tokens matched in one pass.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ pub struct Uncovered {
 #[derive(Debug)]
 pub struct Encoder {
     bpe: Bpe,
-    pattern: Pattern,
+    pattern: Splitter,
     raw: Option<AddedPass>,
     normalized: Option<AddedPass>,
     nfc: bool,
@@ -65,7 +65,7 @@ impl Encoder {
     /// A message when an added token is empty.
     pub fn new(
         bpe: Bpe,
-        pattern: Pattern,
+        pattern: Splitter,
         raw_added: &[(String, u32)],
         normalized_added: &[(String, u32)],
         nfc: bool,
@@ -159,7 +159,7 @@ mod tests {
         let bpe = Bpe::new(vocab, &[(u32::from(b'h'), u32::from(b'e'), 256)], false).unwrap();
         let raw = [("<|a|>".to_string(), 1000), ("<|a|>x".to_string(), 1001)];
         let norm = [("<t>".to_string(), 1002)];
-        Encoder::new(bpe, Pattern::QWEN, &raw, &norm, true).unwrap()
+        Encoder::new(bpe, Splitter::from_name("qwen").unwrap(), &raw, &norm, true).unwrap()
     }
 
     #[test]

@@ -1,14 +1,19 @@
 //! The split of text into pieces done by the regex pre-tokenizers of
 //! byte-level BPE tokenizers (GPT-4 style patterns), without a regex engine.
 //!
-//! Three patterns are covered, recognised by their exact text on the Python
-//! side (`Pattern::from_regex`):
+//! Four splitters are covered, recognised by their exact pattern text on the
+//! Python side (`tito_fast.encoder`):
 //!
 //! - Qwen2/3, Kimi K2, Nemotron:
 //!   `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 //! - Llama 3, GLM: the same with `\p{N}{1,3}`.
 //! - Qwen3.5: letters are `[\p{L}\p{M}]+` and the punctuation class also
 //!   excludes `\p{M}`.
+//! - DeepSeek V3/V3.1/V3.2/V4: three splits in sequence, each keeping matches
+//!   and the gaps between them as pieces: `\p{N}{1,3}`, then
+//!   `[一-龥぀-ゟ゠-ヿ]+`, then
+//!   `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+//!   (characters no alternative matches, such as digits, form gap pieces).
 //!
 //! The tokenizer runs these with a backtracking engine: at each position the
 //! first alternative that matches wins, each with greedy quantifiers and
@@ -28,13 +33,15 @@ const L: u8 = 1;
 const N: u8 = 2;
 const M: u8 = 4;
 const WS: u8 = 8;
+const P: u8 = 16;
+const S: u8 = 32;
 
-/// One flag byte per code point: letter, number, mark, white space.
+/// One flag byte per code point: letter, number, mark, white space, punctuation, symbol.
 fn classes() -> &'static [u8] {
     static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = vec![0u8; 0x11_0000];
-        for (class, flag) in [(r"\p{L}", L), (r"\p{N}", N), (r"\p{M}", M), (r"\s", WS)] {
+        for (class, flag) in [(r"\p{L}", L), (r"\p{N}", N), (r"\p{M}", M), (r"\s", WS), (r"\p{P}", P), (r"\p{S}", S)] {
             let hir = regex_syntax::Parser::new().parse(class).expect("a valid Unicode class");
             let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
                 unreachable!("{class} parses to a Unicode class")
@@ -67,27 +74,14 @@ impl Pattern {
     /// Qwen3.5: letters and marks together.
     pub const QWEN35: Pattern = Pattern { max_digits: 1, marks_are_letters: true };
 
-    /// The pattern of a name, or None.
-    pub fn from_name(name: &str) -> Option<Pattern> {
-        match name {
-            "qwen" => Some(Self::QWEN),
-            "llama3" => Some(Self::LLAMA3),
-            "qwen35" => Some(Self::QWEN35),
-            _ => None,
-        }
-    }
-
     /// Split `text` into pieces; returns their byte ranges in order.
     pub fn split(&self, text: &str) -> Vec<(usize, usize)> {
-        let table = classes();
-        let chars: Vec<(usize, char)> = text.char_indices().collect();
-        let flags: Vec<u8> = chars.iter().map(|&(_, c)| table[c as usize]).collect();
-        let byte_at = |i: usize| if i < chars.len() { chars[i].0 } else { text.len() };
+        let (chars, flags) = decode(text);
         let mut out = Vec::with_capacity(chars.len() / 3 + 1);
         let mut p = 0;
         while p < chars.len() {
             let end = self.piece_end(&chars, &flags, p);
-            out.push((byte_at(p), byte_at(end)));
+            out.push((byte_at(&chars, text, p), byte_at(&chars, text, end)));
             p = end;
         }
         out
@@ -100,10 +94,6 @@ impl Pattern {
     /// `[^\s\p{L}\p{N}]` (and not `\p{M}` when marks are letters).
     fn is_punct(&self, f: u8) -> bool {
         f & (WS | L | N) == 0 && !(self.marks_are_letters && f & M != 0)
-    }
-
-    fn run(&self, flags: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
-        flags[from..].iter().position(|&f| !pred(f)).map_or(flags.len(), |k| from + k)
     }
 
     /// End (exclusive, in characters) of the piece starting at `p`.
@@ -126,14 +116,14 @@ impl Pattern {
         //    the letter run.
         let prefix_ok = c != '\r' && c != '\n' && f & (L | N) == 0;
         if prefix_ok && p + 1 < n && self.is_letter(flags[p + 1]) {
-            return self.run(flags, p + 1, |g| self.is_letter(g));
+            return run(flags, p + 1, |g| self.is_letter(g));
         }
         if self.is_letter(f) {
-            return self.run(flags, p, |g| self.is_letter(g));
+            return run(flags, p, |g| self.is_letter(g));
         }
         // 3. \p{N} or \p{N}{1,3}.
         if f & N != 0 {
-            let end = self.run(flags, p, |g| g & N != 0);
+            let end = run(flags, p, |g| g & N != 0);
             return end.min(p + self.max_digits);
         }
         // 4. ' '?PUNCT+[\r\n]*: the optional space only when punctuation follows
@@ -146,36 +136,191 @@ impl Pattern {
             None
         };
         if let Some(from) = punct_from {
-            let end = self.run(flags, from, |g| self.is_punct(g));
-            let mut q = end;
-            while q < n && matches!(chars[q].1, '\r' | '\n') {
-                q += 1;
-            }
-            return q;
+            let end = run(flags, from, |g| self.is_punct(g));
+            return line_breaks_end(chars, end);
         }
         if f & WS != 0 {
-            let q = self.run(flags, p, |g| g & WS != 0);
-            // 5. \s*[\r\n]+: \s* gives back characters until [\r\n]+ can start,
-            //    at the last line break of the run; that break ends the piece
-            //    (what follows it in the run is not a line break).
-            if let Some(j) = (p..q).rev().find(|&j| matches!(chars[j].1, '\r' | '\n')) {
-                return j + 1;
-            }
-            // 6. \s+(?!\S): the whole run at the end of the text, else all but
-            //    its last character (which then precedes white space).
-            if q == n {
-                return q;
-            }
-            if q - p >= 2 {
-                return q - 1;
-            }
-            // 7. \s+
-            return q;
+            return space_end(chars, flags, p);
         }
         // Unreachable for the covered patterns (every character is a letter, a
         // number, white space or punctuation); a lone piece keeps the tiling.
         p + 1
     }
+}
+
+/// The characters of `text` with their offsets, and their class flags.
+fn decode(text: &str) -> (Vec<(usize, char)>, Vec<u8>) {
+    let table = classes();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let flags = chars.iter().map(|&(_, c)| table[c as usize]).collect();
+    (chars, flags)
+}
+
+fn byte_at(chars: &[(usize, char)], text: &str, i: usize) -> usize {
+    if i < chars.len() {
+        chars[i].0
+    } else {
+        text.len()
+    }
+}
+
+/// End of the run of characters from `from` whose flags satisfy `pred`.
+fn run(flags: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
+    flags[from..].iter().position(|&f| !pred(f)).map_or(flags.len(), |k| from + k)
+}
+
+/// `[\r\n]*` from `from`.
+fn line_breaks_end(chars: &[(usize, char)], from: usize) -> usize {
+    let mut q = from;
+    while q < chars.len() && matches!(chars[q].1, '\r' | '\n') {
+        q += 1;
+    }
+    q
+}
+
+/// The last three alternatives of every covered pattern, at a white-space
+/// character: `\s*[\r\n]+|\s+(?!\S)|\s+`.
+fn space_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
+    let n = chars.len();
+    let q = run(flags, p, |g| g & WS != 0);
+    // \s*[\r\n]+: \s* gives back characters until [\r\n]+ can start, at the
+    // last line break of the run; that break ends the piece (what follows it
+    // in the run is not a line break).
+    if let Some(j) = (p..q).rev().find(|&j| matches!(chars[j].1, '\r' | '\n')) {
+        return j + 1;
+    }
+    // \s+(?!\S): the whole run at the end of the text, else all but its last
+    // character (which then precedes white space).
+    if q == n {
+        return q;
+    }
+    if q - p >= 2 {
+        return q - 1;
+    }
+    // \s+
+    q
+}
+
+/// A pre-tokenizer split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Splitter {
+    /// One GPT-4 style pattern.
+    Gpt4(Pattern),
+    /// DeepSeek's three splits in sequence.
+    DeepSeek,
+}
+
+impl Splitter {
+    /// The splitter of a name ("qwen", "llama3", "qwen35", "deepseek"), or None.
+    pub fn from_name(name: &str) -> Option<Splitter> {
+        match name {
+            "qwen" => Some(Splitter::Gpt4(Pattern::QWEN)),
+            "llama3" => Some(Splitter::Gpt4(Pattern::LLAMA3)),
+            "qwen35" => Some(Splitter::Gpt4(Pattern::QWEN35)),
+            "deepseek" => Some(Splitter::DeepSeek),
+            _ => None,
+        }
+    }
+
+    /// Split `text` into pieces; returns their byte ranges in order.
+    pub fn split(&self, text: &str) -> Vec<(usize, usize)> {
+        match self {
+            Splitter::Gpt4(p) => p.split(text),
+            Splitter::DeepSeek => deepseek_split(text),
+        }
+    }
+}
+
+/// CJK ideographs U+4E00-U+9FA5, hiragana, katakana: DeepSeek's second split.
+fn is_kana_or_han(c: char) -> bool {
+    matches!(c, '\u{4E00}'..='\u{9FA5}' | '\u{3040}'..='\u{309F}' | '\u{30A0}'..='\u{30FF}')
+}
+
+/// Append to `out` the pieces of `chars[a..b]` under an "isolated" split
+/// whose match at a position is given by `at` (its end, or None): matches and
+/// the gaps between them are pieces.
+fn isolate(a: usize, b: usize, out: &mut Vec<(usize, usize)>, mut at: impl FnMut(usize) -> Option<usize>) {
+    let mut gap = a;
+    let mut p = a;
+    while p < b {
+        match at(p) {
+            Some(end) if end > p => {
+                if gap < p {
+                    out.push((gap, p));
+                }
+                out.push((p, end));
+                p = end;
+                gap = end;
+            }
+            _ => p += 1,
+        }
+    }
+    if gap < b {
+        out.push((gap, b));
+    }
+}
+
+fn deepseek_split(text: &str) -> Vec<(usize, usize)> {
+    let (chars, flags) = decode(text);
+    let n = chars.len();
+    // 1. \p{N}{1,3}
+    let mut first = Vec::new();
+    isolate(0, n, &mut first, |p| (flags[p] & N != 0).then(|| run(&flags[..(p + 3).min(n)], p, |g| g & N != 0)));
+    // 2. [一-龥぀-ゟ゠-ヿ]+
+    let mut second = Vec::with_capacity(first.len());
+    for &(a, b) in &first {
+        isolate(a, b, &mut second, |p| {
+            is_kana_or_han(chars[p].1).then(|| (p..b).find(|&q| !is_kana_or_han(chars[q].1)).unwrap_or(b))
+        });
+    }
+    // 3. the GPT-4 style alternatives, inside each piece
+    let mut third = Vec::with_capacity(second.len() * 2);
+    for &(a, b) in &second {
+        let (pc, pf) = (&chars[..b], &flags[..b]);
+        isolate(a, b, &mut third, |p| deepseek_piece_end(pc, pf, p));
+    }
+    third.into_iter().map(|(a, b)| (byte_at(&chars, text, a), byte_at(&chars, text, b))).collect()
+}
+
+/// The third split's match at `p` (the slices end where the piece ends), or None.
+fn deepseek_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> Option<usize> {
+    let n = chars.len();
+    let c = chars[p].1;
+    let f = flags[p];
+    let lm = |g: u8| g & (L | M) != 0;
+    // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+    if c.is_ascii_punctuation() && p + 1 < n && chars[p + 1].1.is_ascii_alphabetic() {
+        let mut q = p + 1;
+        while q < n && chars[q].1.is_ascii_alphabetic() {
+            q += 1;
+        }
+        return Some(q);
+    }
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: greedy prefix first; without it the
+    // first character must be a letter or mark. Both end at the end of the run.
+    let prefix_ok = c != '\r' && c != '\n' && f & (L | P | S) == 0;
+    if prefix_ok && p + 1 < n && lm(flags[p + 1]) {
+        return Some(run(flags, p + 1, lm));
+    }
+    if lm(f) {
+        return Some(run(flags, p, lm));
+    }
+    // ' '?[\p{P}\p{S}]+[\r\n]*
+    let ps = |g: u8| g & (P | S) != 0;
+    let from = if c == ' ' && p + 1 < n && ps(flags[p + 1]) {
+        Some(p + 1)
+    } else if ps(f) {
+        Some(p)
+    } else {
+        None
+    };
+    if let Some(from) = from {
+        return Some(line_breaks_end(chars, run(flags, from, ps)));
+    }
+    if f & WS != 0 {
+        return Some(space_end(chars, flags, p));
+    }
+    None // a gap character: a digit, a control or format character, ...
 }
 
 /// Simple case folding for the contraction letters: the engine matches them
@@ -222,9 +367,20 @@ mod tests {
     }
 
     #[test]
+    fn deepseek_splits_in_sequence() {
+        let d = Splitter::DeepSeek;
+        let pieces = |t: &'static str| -> Vec<&'static str> { d.split(t).into_iter().map(|(a, b)| &t[a..b]).collect() };
+        assert_eq!(pieces("abc12345 你好x"), ["abc", "123", "45", " ", "你好", "x"]);
+        assert_eq!(pieces("(Hello) 'sé"), ["(Hello", ")", " '", "sé"]);
+        assert_eq!(pieces("a\u{0}\u{1}b"), ["a", "\u{0}", "\u{1}b"]);
+        assert_eq!(pieces("x  \n\n y"), ["x", "  \n\n", " y"]);
+    }
+
+    #[test]
     fn pieces_tile_the_text() {
         let t = "a\r\n\r\n b\u{3000}c\u{a0}\u{a0}d 'll ''s \u{17F}";
-        for p in [Pattern::QWEN, Pattern::LLAMA3, Pattern::QWEN35] {
+        let splitters = [Pattern::QWEN, Pattern::LLAMA3, Pattern::QWEN35].map(Splitter::Gpt4);
+        for p in splitters.into_iter().chain([Splitter::DeepSeek]) {
             let r = p.split(t);
             assert_eq!(r.first().map(|x| x.0), Some(0));
             assert_eq!(r.last().map(|x| x.1), Some(t.len()));

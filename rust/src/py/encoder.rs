@@ -8,7 +8,7 @@ use super::input::extract;
 use super::run;
 use crate::bpe::{Bpe, BpeError};
 use crate::encoder::Encoder;
-use crate::pretok::Pattern;
+use crate::pretok::Splitter;
 
 /// Encodes text as a byte-level BPE tokenizer does (`add_special_tokens=False`).
 /// Built by `tito_fast.encoder.FastEncoder` from a tokenizer's JSON, which
@@ -16,7 +16,7 @@ use crate::pretok::Pattern;
 #[pyclass(frozen, module = "tito_fast._core")]
 pub struct BpeEncoder {
     inner: Encoder,
-    pattern: Pattern,
+    pattern: Splitter,
 }
 
 fn ids_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u32>> {
@@ -48,8 +48,13 @@ impl BpeEncoder {
         normalized_added: Vec<(String, u32)>,
         nfc: bool,
     ) -> PyResult<Self> {
-        let pat = Pattern::from_name(pattern).ok_or_else(|| {
-            input_error(py, "pattern", None, &format!("unknown pattern {pattern:?}; known: qwen, llama3, qwen35"))
+        let pat = Splitter::from_name(pattern).ok_or_else(|| {
+            input_error(
+                py,
+                "pattern",
+                None,
+                &format!("unknown pattern {pattern:?}; known: qwen, llama3, qwen35, deepseek"),
+            )
         })?;
         let offsets = ids_arg(py, token_offsets, "token_offsets")?;
         let ids = ids_arg(py, token_ids, "token_ids")?;
