@@ -15,14 +15,14 @@ from tokenizers import AddedToken, Regex, Tokenizer
 from tokenizers import pre_tokenizers as pt
 
 from tito_fast import TokenInputError, _core, fixtures, get_tito_tokenizer
-from tito_fast.encoder import DEEPSEEK_SPLITS, PATTERNS, FastEncoder
+from tito_fast.encoder import DEEPSEEK_SPLITS, O200K, PATTERNS, FastEncoder
 from tito_fast.render import RenderError
 from tito_fast.verify import ROLE_SETS, TOOLS, conversations
 
 # fixture -> the pattern transformers loads it with
 COVERED = {
     "qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "qwen", "nemotron3": "qwen", "qwen35": "qwen",
-    "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_v4": "deepseek",
+    "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_v4": "deepseek", "minimax_m27": "o200k",
 }  # fmt: skip
 # The Qwen3.5 tokenizer.json read by `tokenizers` itself keeps its own pattern
 # (letters with marks); transformers replaces it with the Qwen pattern.
@@ -63,18 +63,22 @@ def test_covered_fixtures_and_their_patterns() -> None:
 def _context(c: str) -> str:
     """One code point in contexts that expose its class: letter or not, number,
     white space, punctuation or symbol, mark (joins letters in Qwen3.5 and
-    DeepSeek), contraction letter, ASCII letter after ASCII punctuation."""
-    return f"x{c}, {c}{c}1{c}'{c} ({c}a {c}A\n"
+    DeepSeek), contraction letter, ASCII letter after ASCII punctuation, and
+    o200k's case classes (lower after a lower letter, upper before "Aa", mark
+    after punctuation)."""
+    return f"x{c}, {c}{c}1{c}'{c} ({c}a {c}A !!{c}{c}Aa\n"
 
 
 def _reference_split(enc: FastEncoder) -> Any:
     """The tokenizer library's own split for the encoder's splitter."""
     if enc.pattern == "deepseek":
         return pt.Sequence([pt.Split(Regex(r), "isolated") for r in DEEPSEEK_SPLITS])
+    if enc.pattern == "o200k":
+        return pt.Split(Regex(O200K), "removed", invert=True)  # as MiniMax's tokenizer.json has it
     return pt.Split(Regex(next(r for r, p in PATTERNS.items() if p == enc.pattern)), "isolated")
 
 
-@pytest.mark.parametrize("name", ["qwen3", "llama31", RAW_QWEN35, "deepseek_v3"])
+@pytest.mark.parametrize("name", ["qwen3", "llama31", RAW_QWEN35, "deepseek_v3", "minimax_m27"])
 def test_every_code_point_splits_as_the_tokenizer(name: str) -> None:
     """The hand-written split equals the tokenizer's regex split on every code
     point (surrogates cannot be in a UTF-8 text), in contexts that tell its class.
@@ -98,7 +102,8 @@ FRAGMENTS = [
     "'s", "'LL", "'ſ", "'Re", " '", "\r\n", "\n\n", "  ", "\t", "\u00a0", "\u3000", "123456", "3.14", "e\u0301",
     "\u00e9", "你好", "こんにちは", "🙂", "👍🏽", "مرحبا", "ﬁ", "Ω", "{\"a\": [1, 2]}", "</think>", "<|im_end|>",
     "<|im_start|>", "<tool_call>", "<|eot_id|>", "<|observation|>", "<think>", "def f(x):\n    return x",
-    *EXTRA_TOKENS, "<tool_call>xy", "zebra crossing", "caf\u00e9",
+    *EXTRA_TOKENS, "<tool_call>xy", "zebra crossing", "caf\u00e9", "HelloWorld", "JSONParser", "\u01c5x", "\u02b0a",
+    "a/b//", "WE'LL", "!!\u0301",
 ]  # fmt: skip
 TEXTS = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(FRAGMENTS)), max_size=40).map("".join)
 
@@ -123,7 +128,7 @@ def test_added_tokens_and_long_texts(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "family"),
     [("qwen3", "qwen3"), ("glm47", "glm47"), ("llama31", "llama3"), ("qwen35", "qwen35"), ("deepseek_v3", "default"),
-     ("deepseek_v4", "deepseekv4")],
+     ("deepseek_v4", "deepseekv4"), ("minimax_m27", "minimax_m27")],
 )  # fmt: skip
 def test_rendered_conversations_give_the_tokenizer_ids(name: str, family: str) -> None:
     tito = get_tito_tokenizer(_tokenizer(name), family)
@@ -168,9 +173,17 @@ def _byte_level_only() -> Any:
     return tok
 
 
-@pytest.mark.parametrize(("name", "why"), [("minimax_m27", "not a covered pattern"), ("byte-level-only", "not a sequence")])
+def _other_pattern() -> Any:
+    """Qwen3 with the GPT-2 pattern in its split: not covered."""
+    tok = Tokenizer.from_file(str(fixtures.tokenizer_dir("qwen3") / "tokenizer.json"))
+    gpt2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+    tok.pre_tokenizer = pt.Sequence([pt.Split(Regex(gpt2), "isolated"), pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return tok
+
+
+@pytest.mark.parametrize(("name", "why"), [("other-pattern", "not a covered pattern"), ("byte-level-only", "not a sequence")])
 def test_uncovered_tokenizers_encode_with_the_tokenizer(name: str, why: str) -> None:
-    enc = FastEncoder(_byte_level_only()) if name == "byte-level-only" else _encoder(name)
+    enc = FastEncoder(_byte_level_only() if name == "byte-level-only" else _other_pattern())
     assert enc.reason is not None and why in enc.reason
     text = "Hello 12345 你好 " + " ".join(FRAGMENTS)
     assert enc.encode(text) == list(enc.backend.encode(text, add_special_tokens=False).ids)

@@ -1,6 +1,6 @@
 """An exact, faster `tokenizer.encode(text, add_special_tokens=False)` for
 byte-level BPE tokenizers with GPT-4 style pre-tokenizers (Qwen2/3/3.5,
-Llama 3, GLM-4.x, Kimi K2, Nemotron, DeepSeek V3/V3.1/V3.2/V4).
+Llama 3, GLM-4.x, Kimi K2, Nemotron, DeepSeek V3/V3.1/V3.2/V4, MiniMax M2.x).
 
 The Rust `BpeEncoder` does what the `tokenizers` library does, in the same
 order: split at added tokens (two passes: tokens not normalized, then
@@ -43,6 +43,15 @@ PATTERNS = {
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen35",
 }
 
+#: MiniMax M2.x (GPT-4o's o200k pattern, case-aware). Every character matches it,
+#: so MiniMax's split (keep the matches, drop the rest) tiles the text as an
+#: isolated split does.
+O200K = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
 #: DeepSeek V3/V3.1/V3.2/V4: three splits in sequence, each keeping matches and gaps.
 DEEPSEEK_SPLITS = [
     r"\p{N}{1,3}",
@@ -65,7 +74,7 @@ class FastEncoder:
     Attributes:
         reason: None when the Rust encoder is used, else why not.
         pattern: the covered splitter's name ("qwen", "llama3", "qwen35",
-            "deepseek"), or None.
+            "deepseek", "o200k"), or None.
         fallbacks: how many texts went to the tokenizer although the encoder
             covers the tokenizer (texts NFC might change).
         rebuilds: how many times it was rebuilt because the tokenizer changed
@@ -281,11 +290,14 @@ def _pre_tokenizer(spec: dict[str, Any] | None) -> str:
     for split in splits:
         regex = (split.get("pattern") or {}).get("Regex")
         isolated = split.get("behavior") == "Isolated" and not split.get("invert")
-        if split.get("type") != "Split" or not isolated or regex is None:
+        kept = split.get("behavior") == "Removed" and split.get("invert") is True and regex == O200K
+        if split.get("type") != "Split" or not (isolated or kept) or regex is None:
             raise _Unsupported(f"pre-tokenizer split {json.dumps(split)[:120]} is not a covered pattern")
         regexes.append(regex)
     if len(regexes) == 1 and regexes[0] in PATTERNS:
         return PATTERNS[regexes[0]]
+    if regexes == [O200K]:
+        return "o200k"
     if regexes == DEEPSEEK_SPLITS:
         return "deepseek"
     raise _Unsupported(f"pre-tokenizer splits {json.dumps(regexes)[:160]} are not a covered pattern")

@@ -14,6 +14,10 @@
 //!   `[一-龥぀-ゟ゠-ヿ]+`, then
 //!   `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 //!   (characters no alternative matches, such as digits, form gap pieces).
+//! - o200k (MiniMax M2.x, GPT-4o style), case-aware:
+//!   `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+//!   (every character matches, so keeping only the matches, as MiniMax's
+//!   split does, is the same tiling).
 //!
 //! The tokenizer runs these with a backtracking engine: at each position the
 //! first alternative that matches wins, each with greedy quantifiers and
@@ -35,13 +39,28 @@ const M: u8 = 4;
 const WS: u8 = 8;
 const P: u8 = 16;
 const S: u8 = 32;
+/// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`: o200k's upper-case side.
+const UP: u8 = 64;
+/// `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`: o200k's lower-case side.
+const LOW: u8 = 128;
 
-/// One flag byte per code point: letter, number, mark, white space, punctuation, symbol.
+/// One flag byte per code point: letter, number, mark, white space,
+/// punctuation, symbol, and o200k's two case classes.
 fn classes() -> &'static [u8] {
     static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = vec![0u8; 0x11_0000];
-        for (class, flag) in [(r"\p{L}", L), (r"\p{N}", N), (r"\p{M}", M), (r"\s", WS), (r"\p{P}", P), (r"\p{S}", S)] {
+        let classes = [
+            (r"\p{L}", L),
+            (r"\p{N}", N),
+            (r"\p{M}", M),
+            (r"\s", WS),
+            (r"\p{P}", P),
+            (r"\p{S}", S),
+            (r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", UP),
+            (r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", LOW),
+        ];
+        for (class, flag) in classes {
             let hir = regex_syntax::Parser::new().parse(class).expect("a valid Unicode class");
             let HirKind::Class(Class::Unicode(set)) = hir.kind() else {
                 unreachable!("{class} parses to a Unicode class")
@@ -208,6 +227,8 @@ pub enum Splitter {
     Gpt4(Pattern),
     /// DeepSeek's three splits in sequence.
     DeepSeek,
+    /// The case-aware o200k pattern.
+    O200k,
 }
 
 impl Splitter {
@@ -218,6 +239,7 @@ impl Splitter {
             "llama3" => Some(Splitter::Gpt4(Pattern::LLAMA3)),
             "qwen35" => Some(Splitter::Gpt4(Pattern::QWEN35)),
             "deepseek" => Some(Splitter::DeepSeek),
+            "o200k" => Some(Splitter::O200k),
             _ => None,
         }
     }
@@ -227,6 +249,17 @@ impl Splitter {
         match self {
             Splitter::Gpt4(p) => p.split(text),
             Splitter::DeepSeek => deepseek_split(text),
+            Splitter::O200k => {
+                let (chars, flags) = decode(text);
+                let mut out = Vec::with_capacity(chars.len() / 3 + 1);
+                let mut p = 0;
+                while p < chars.len() {
+                    let end = o200k_piece_end(&chars, &flags, p);
+                    out.push((byte_at(&chars, text, p), byte_at(&chars, text, end)));
+                    p = end;
+                }
+                out
+            }
         }
     }
 }
@@ -323,6 +356,85 @@ fn deepseek_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> Option
     None // a gap character: a digit, a control or format character, ...
 }
 
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `p`: its end, or None.
+fn contraction_end(chars: &[(usize, char)], p: usize) -> Option<usize> {
+    let at = |i: usize| chars.get(i).map(|&(_, c)| fold(c));
+    if at(p) != Some('\'') {
+        return None;
+    }
+    match at(p + 1) {
+        Some('s' | 't' | 'm' | 'd') => Some(p + 2),
+        Some('r' | 'v') if at(p + 2) == Some('e') => Some(p + 3),
+        Some('l') if at(p + 2) == Some('l') => Some(p + 3),
+        _ => None,
+    }
+}
+
+/// `UP*LOW+` from `q`: greedy `UP*`, then `LOW+`; when no LOW follows the UP
+/// run, `UP*` gives back characters until one it gave back is LOW (LOW+ then
+/// takes just that one, as what follows it in the run is not LOW).
+fn up_star_low_plus(flags: &[u8], q: usize) -> Option<usize> {
+    let r = run(flags, q, |g| g & UP != 0);
+    if r < flags.len() && flags[r] & LOW != 0 {
+        return Some(run(flags, r, |g| g & LOW != 0));
+    }
+    (q..r).rev().find(|&k| flags[k] & LOW != 0).map(|k| k + 1)
+}
+
+/// End of the o200k piece starting at `p` (every character starts one).
+fn o200k_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
+    let n = chars.len();
+    let c = chars[p].1;
+    let f = flags[p];
+    let with_contraction = |end: usize| contraction_end(chars, end).unwrap_or(end);
+    let prefix_ok = c != '\r' && c != '\n' && f & (L | N) == 0;
+    // 1. PREFIX? UP* LOW+ CONTRACTION?: with the prefix first, then without.
+    if prefix_ok && p + 1 < n {
+        if let Some(end) = up_star_low_plus(flags, p + 1) {
+            return with_contraction(end);
+        }
+    }
+    if let Some(end) = up_star_low_plus(flags, p) {
+        return with_contraction(end);
+    }
+    // 2. PREFIX? UP+ LOW* CONTRACTION?: cannot fail once UP+ has matched.
+    let up_from = if prefix_ok && p + 1 < n && flags[p + 1] & UP != 0 {
+        Some(p + 1)
+    } else if f & UP != 0 {
+        Some(p)
+    } else {
+        None
+    };
+    if let Some(from) = up_from {
+        let r = run(flags, from, |g| g & UP != 0);
+        return with_contraction(run(flags, r, |g| g & LOW != 0));
+    }
+    // 3. \p{N}{1,3}
+    if f & N != 0 {
+        return run(&flags[..(p + 3).min(n)], p, |g| g & N != 0);
+    }
+    // 4. ' '?[^\s\p{L}\p{N}]+[\r\n/]*
+    let punct = |g: u8| g & (WS | L | N) == 0;
+    let from = if c == ' ' && p + 1 < n && punct(flags[p + 1]) {
+        Some(p + 1)
+    } else if punct(f) {
+        Some(p)
+    } else {
+        None
+    };
+    if let Some(from) = from {
+        let mut q = run(flags, from, punct);
+        while q < n && matches!(chars[q].1, '\r' | '\n' | '/') {
+            q += 1;
+        }
+        return q;
+    }
+    if f & WS != 0 {
+        return space_end(chars, flags, p);
+    }
+    p + 1 // unreachable: every character is a letter, a number, white space or punctuation
+}
+
 /// Simple case folding for the contraction letters: the engine matches them
 /// case-insensitively, and U+017F (long s) folds to `s`.
 fn fold(c: char) -> char {
@@ -367,6 +479,15 @@ mod tests {
     }
 
     #[test]
+    fn o200k_splits_at_case_changes() {
+        let o = Splitter::O200k;
+        let pieces = |t: &'static str| -> Vec<&'static str> { o.split(t).into_iter().map(|(a, b)| &t[a..b]).collect() };
+        assert_eq!(pieces("HelloWorld JSONParser"), ["Hello", "World", " JSONParser"]);
+        assert_eq!(pieces("ABC don't WE'LL"), ["ABC", " don't", " WE'LL"]);
+        assert_eq!(pieces("x 12345 a/b//\n"), ["x", " ", "123", "45", " a", "/b", "//\n"]);
+    }
+
+    #[test]
     fn deepseek_splits_in_sequence() {
         let d = Splitter::DeepSeek;
         let pieces = |t: &'static str| -> Vec<&'static str> { d.split(t).into_iter().map(|(a, b)| &t[a..b]).collect() };
@@ -380,7 +501,7 @@ mod tests {
     fn pieces_tile_the_text() {
         let t = "a\r\n\r\n b\u{3000}c\u{a0}\u{a0}d 'll ''s \u{17F}";
         let splitters = [Pattern::QWEN, Pattern::LLAMA3, Pattern::QWEN35].map(Splitter::Gpt4);
-        for p in splitters.into_iter().chain([Splitter::DeepSeek]) {
+        for p in splitters.into_iter().chain([Splitter::DeepSeek, Splitter::O200k]) {
             let r = p.split(t);
             assert_eq!(r.first().map(|x| x.0), Some(0));
             assert_eq!(r.last().map(|x| x.1), Some(t.len()));

@@ -53,7 +53,7 @@ impl BpeEncoder {
                 py,
                 "pattern",
                 None,
-                &format!("unknown pattern {pattern:?}; known: qwen, llama3, qwen35, deepseek"),
+                &format!("unknown pattern {pattern:?}; known: qwen, llama3, qwen35, deepseek, o200k"),
             )
         })?;
         let offsets = ids_arg(py, token_offsets, "token_offsets")?;
