@@ -32,7 +32,9 @@ def _texts(family: str, tito_family: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize(("family", "tito_family"), [("qwen3", "qwen3"), ("llama31", "llama3")])
+@pytest.mark.parametrize(
+    ("family", "tito_family"), [("qwen3", "qwen3"), ("llama31", "llama3"), ("deepseek_v3", "default"), ("minimax_m27", "minimax_m27")]
+)
 @pytest.mark.parametrize("text_kind", ["tool result", "50-turn agent render"])
 @pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_cold", "tokenizers", "transformers"])
 def bench_encode(benchmark: Any, full_size: bool, family: str, tito_family: str, text_kind: str, impl: str) -> None:
