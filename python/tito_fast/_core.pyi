@@ -349,7 +349,8 @@ class Segmenter:
 @final
 class BpeEncoder:
     """Encodes text as a byte-level BPE tokenizer with a GPT-4 style
-    pre-tokenizer does (`add_special_tokens=False`). Built by
+    pre-tokenizer does (`add_special_tokens=False`); `pattern` names the
+    split: "qwen", "llama3", "qwen35", "deepseek" or "o200k". Built by
     `tito_fast.encoder.FastEncoder`, which checks the tokenizer is covered; use
     that class. Thread-safe; long texts are encoded with the GIL released.
 

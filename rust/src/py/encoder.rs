@@ -30,7 +30,7 @@ impl BpeEncoder {
     /// token_blob + token_offsets: the bytes of each vocabulary entry
     /// (entry i is blob[offsets[i]:offsets[i+1]]), token_ids: their ids;
     /// merges: (left, right, merged) id triples, flat, in rank order;
-    /// pattern: "qwen", "llama3" or "qwen35"; raw_added / normalized_added:
+    /// pattern: "qwen", "llama3", "qwen35", "deepseek" or "o200k"; raw_added / normalized_added:
     /// (content, id) of added tokens matched before / after normalization;
     /// nfc: the normalizer is NFC.
     #[new]
