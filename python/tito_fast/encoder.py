@@ -65,6 +65,7 @@ SELF_CHECK = PROBES + [
     '{"cmd": "ls -la /tmp", "n": 3.14159}\n\n',
     "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001f600\U0001f44d\U0001f3fd \u0645\u0631\u062d\u0628\u0627",
     "   trailing   ",
+    "HelloWorld JSONParser WE'LL a/b//\n\u01c5x \u02b0a \u6771\u4eac\u30bf\u30ef\u30fc1958",
 ]
 
 
