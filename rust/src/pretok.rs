@@ -95,15 +95,7 @@ impl Pattern {
 
     /// Split `text` into pieces; returns their byte ranges in order.
     pub fn split(&self, text: &str) -> Vec<(usize, usize)> {
-        let (chars, flags) = decode(text);
-        let mut out = Vec::with_capacity(chars.len() / 3 + 1);
-        let mut p = 0;
-        while p < chars.len() {
-            let end = self.piece_end(&chars, &flags, p);
-            out.push((byte_at(&chars, text, p), byte_at(&chars, text, end)));
-            p = end;
-        }
-        out
+        tile(text, |chars, flags, p| self.piece_end(chars, flags, p))
     }
 
     fn is_letter(&self, f: u8) -> bool {
@@ -117,48 +109,23 @@ impl Pattern {
 
     /// End (exclusive, in characters) of the piece starting at `p`.
     fn piece_end(&self, chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
-        let n = chars.len();
-        let c = chars[p].1;
-        let f = flags[p];
-        let at = |i: usize| if i < n { Some(chars[i].1) } else { None };
-        // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d): the alternatives share no first letter.
-        if c == '\'' {
-            match at(p + 1).map(fold) {
-                Some('s' | 't' | 'm' | 'd') => return p + 2,
-                Some('r' | 'v') if at(p + 2).map(fold) == Some('e') => return p + 3,
-                Some('l') if at(p + 2).map(fold) == Some('l') => return p + 3,
-                _ => {}
-            }
+        // 1. (?i:'s|'t|'re|'ve|'m|'ll|'d)
+        if let Some(end) = contraction_end(chars, p) {
+            return end;
         }
-        // 2. [^\r\n\p{L}\p{N}]?LETTERS+: greedy prefix first; without it the
-        //    first character must itself be a letter. Both end at the end of
-        //    the letter run.
-        let prefix_ok = c != '\r' && c != '\n' && f & (L | N) == 0;
-        if prefix_ok && p + 1 < n && self.is_letter(flags[p + 1]) {
-            return run(flags, p + 1, |g| self.is_letter(g));
-        }
-        if self.is_letter(f) {
-            return run(flags, p, |g| self.is_letter(g));
+        // 2. [^\r\n\p{L}\p{N}]?LETTERS+
+        if let Some(end) = prefixed_run(chars, flags, p, L | N, |g| self.is_letter(g)) {
+            return end;
         }
         // 3. \p{N} or \p{N}{1,3}.
-        if f & N != 0 {
-            let end = run(flags, p, |g| g & N != 0);
-            return end.min(p + self.max_digits);
+        if flags[p] & N != 0 {
+            return digits_end(flags, p, self.max_digits);
         }
-        // 4. ' '?PUNCT+[\r\n]*: the optional space only when punctuation follows
-        //    (a space is not punctuation itself).
-        let punct_from = if c == ' ' && p + 1 < n && self.is_punct(flags[p + 1]) {
-            Some(p + 1)
-        } else if self.is_punct(f) {
-            Some(p)
-        } else {
-            None
-        };
-        if let Some(from) = punct_from {
-            let end = run(flags, from, |g| self.is_punct(g));
-            return line_breaks_end(chars, end);
+        // 4. ' '?PUNCT+[\r\n]*
+        if let Some(end) = spaced_run(chars, flags, p, |g| self.is_punct(g), |c| matches!(c, '\r' | '\n')) {
+            return end;
         }
-        if f & WS != 0 {
+        if flags[p] & WS != 0 {
             return space_end(chars, flags, p);
         }
         // Unreachable for the covered patterns (every character is a letter, a
@@ -188,13 +155,62 @@ fn run(flags: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
     flags[from..].iter().position(|&f| !pred(f)).map_or(flags.len(), |k| from + k)
 }
 
-/// `[\r\n]*` from `from`.
-fn line_breaks_end(chars: &[(usize, char)], from: usize) -> usize {
-    let mut q = from;
-    while q < chars.len() && matches!(chars[q].1, '\r' | '\n') {
+/// Pieces that tile `text`, each ending where `piece_end` says.
+fn tile(text: &str, piece_end: impl Fn(&[(usize, char)], &[u8], usize) -> usize) -> Vec<(usize, usize)> {
+    let (chars, flags) = decode(text);
+    let mut out = Vec::with_capacity(chars.len() / 3 + 1);
+    let mut p = 0;
+    while p < chars.len() {
+        let end = piece_end(&chars, &flags, p);
+        out.push((byte_at(&chars, text, p), byte_at(&chars, text, end)));
+        p = end;
+    }
+    out
+}
+
+/// `\p{N}{1,max}` at a number.
+fn digits_end(flags: &[u8], p: usize, max: usize) -> usize {
+    run(flags, p, |g| g & N != 0).min(p + max)
+}
+
+/// `[^\r\n EXCLUDED]?CLASS+` at `p`: the greedy prefix first (any character
+/// but a line break or one with an `excluded` flag); without it the first
+/// character must itself be in the class. Both end at the end of the run.
+fn prefixed_run(
+    chars: &[(usize, char)],
+    flags: &[u8],
+    p: usize,
+    excluded: u8,
+    class: impl Fn(u8) -> bool,
+) -> Option<usize> {
+    let prefix_ok = !matches!(chars[p].1, '\r' | '\n') && flags[p] & excluded == 0;
+    if prefix_ok && p + 1 < flags.len() && class(flags[p + 1]) {
+        return Some(run(flags, p + 1, class));
+    }
+    class(flags[p]).then(|| run(flags, p, class))
+}
+
+/// `' '?CLASS+TRAILING*` at `p`: the optional space only when the class
+/// follows (a space is never in these classes).
+fn spaced_run(
+    chars: &[(usize, char)],
+    flags: &[u8],
+    p: usize,
+    class: impl Fn(u8) -> bool,
+    trailing: impl Fn(char) -> bool,
+) -> Option<usize> {
+    let from = if chars[p].1 == ' ' && p + 1 < flags.len() && class(flags[p + 1]) {
+        p + 1
+    } else if class(flags[p]) {
+        p
+    } else {
+        return None;
+    };
+    let mut q = run(flags, from, class);
+    while q < chars.len() && trailing(chars[q].1) {
         q += 1;
     }
-    q
+    Some(q)
 }
 
 /// The last three alternatives of every covered pattern, at a white-space
@@ -232,7 +248,7 @@ pub enum Splitter {
 }
 
 impl Splitter {
-    /// The splitter of a name ("qwen", "llama3", "qwen35", "deepseek"), or None.
+    /// The splitter of a name ("qwen", "llama3", "qwen35", "deepseek", "o200k"), or None.
     pub fn from_name(name: &str) -> Option<Splitter> {
         match name {
             "qwen" => Some(Splitter::Gpt4(Pattern::QWEN)),
@@ -249,17 +265,7 @@ impl Splitter {
         match self {
             Splitter::Gpt4(p) => p.split(text),
             Splitter::DeepSeek => deepseek_split(text),
-            Splitter::O200k => {
-                let (chars, flags) = decode(text);
-                let mut out = Vec::with_capacity(chars.len() / 3 + 1);
-                let mut p = 0;
-                while p < chars.len() {
-                    let end = o200k_piece_end(&chars, &flags, p);
-                    out.push((byte_at(&chars, text, p), byte_at(&chars, text, end)));
-                    p = end;
-                }
-                out
-            }
+            Splitter::O200k => tile(text, o200k_piece_end),
         }
     }
 }
@@ -298,7 +304,7 @@ fn deepseek_split(text: &str) -> Vec<(usize, usize)> {
     let n = chars.len();
     // 1. \p{N}{1,3}
     let mut first = Vec::new();
-    isolate(0, n, &mut first, |p| (flags[p] & N != 0).then(|| run(&flags[..(p + 3).min(n)], p, |g| g & N != 0)));
+    isolate(0, n, &mut first, |p| (flags[p] & N != 0).then(|| digits_end(&flags, p, 3)));
     // 2. [一-龥぀-ゟ゠-ヿ]+
     let mut second = Vec::with_capacity(first.len());
     for &(a, b) in &first {
@@ -318,39 +324,23 @@ fn deepseek_split(text: &str) -> Vec<(usize, usize)> {
 /// The third split's match at `p` (the slices end where the piece ends), or None.
 fn deepseek_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> Option<usize> {
     let n = chars.len();
-    let c = chars[p].1;
-    let f = flags[p];
-    let lm = |g: u8| g & (L | M) != 0;
     // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
-    if c.is_ascii_punctuation() && p + 1 < n && chars[p + 1].1.is_ascii_alphabetic() {
+    if chars[p].1.is_ascii_punctuation() && p + 1 < n && chars[p + 1].1.is_ascii_alphabetic() {
         let mut q = p + 1;
         while q < n && chars[q].1.is_ascii_alphabetic() {
             q += 1;
         }
         return Some(q);
     }
-    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: greedy prefix first; without it the
-    // first character must be a letter or mark. Both end at the end of the run.
-    let prefix_ok = c != '\r' && c != '\n' && f & (L | P | S) == 0;
-    if prefix_ok && p + 1 < n && lm(flags[p + 1]) {
-        return Some(run(flags, p + 1, lm));
-    }
-    if lm(f) {
-        return Some(run(flags, p, lm));
+    // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+    if let Some(end) = prefixed_run(chars, flags, p, L | P | S, |g| g & (L | M) != 0) {
+        return Some(end);
     }
     // ' '?[\p{P}\p{S}]+[\r\n]*
-    let ps = |g: u8| g & (P | S) != 0;
-    let from = if c == ' ' && p + 1 < n && ps(flags[p + 1]) {
-        Some(p + 1)
-    } else if ps(f) {
-        Some(p)
-    } else {
-        None
-    };
-    if let Some(from) = from {
-        return Some(line_breaks_end(chars, run(flags, from, ps)));
+    if let Some(end) = spaced_run(chars, flags, p, |g| g & (P | S) != 0, |c| matches!(c, '\r' | '\n')) {
+        return Some(end);
     }
-    if f & WS != 0 {
+    if flags[p] & WS != 0 {
         return Some(space_end(chars, flags, p));
     }
     None // a gap character: a digit, a control or format character, ...
@@ -384,10 +374,8 @@ fn up_star_low_plus(flags: &[u8], q: usize) -> Option<usize> {
 /// End of the o200k piece starting at `p` (every character starts one).
 fn o200k_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
     let n = chars.len();
-    let c = chars[p].1;
-    let f = flags[p];
     let with_contraction = |end: usize| contraction_end(chars, end).unwrap_or(end);
-    let prefix_ok = c != '\r' && c != '\n' && f & (L | N) == 0;
+    let prefix_ok = !matches!(chars[p].1, '\r' | '\n') && flags[p] & (L | N) == 0;
     // 1. PREFIX? UP* LOW+ CONTRACTION?: with the prefix first, then without.
     if prefix_ok && p + 1 < n {
         if let Some(end) = up_star_low_plus(flags, p + 1) {
@@ -398,38 +386,18 @@ fn o200k_piece_end(chars: &[(usize, char)], flags: &[u8], p: usize) -> usize {
         return with_contraction(end);
     }
     // 2. PREFIX? UP+ LOW* CONTRACTION?: cannot fail once UP+ has matched.
-    let up_from = if prefix_ok && p + 1 < n && flags[p + 1] & UP != 0 {
-        Some(p + 1)
-    } else if f & UP != 0 {
-        Some(p)
-    } else {
-        None
-    };
-    if let Some(from) = up_from {
-        let r = run(flags, from, |g| g & UP != 0);
+    if let Some(r) = prefixed_run(chars, flags, p, L | N, |g| g & UP != 0) {
         return with_contraction(run(flags, r, |g| g & LOW != 0));
     }
     // 3. \p{N}{1,3}
-    if f & N != 0 {
-        return run(&flags[..(p + 3).min(n)], p, |g| g & N != 0);
+    if flags[p] & N != 0 {
+        return digits_end(flags, p, 3);
     }
     // 4. ' '?[^\s\p{L}\p{N}]+[\r\n/]*
-    let punct = |g: u8| g & (WS | L | N) == 0;
-    let from = if c == ' ' && p + 1 < n && punct(flags[p + 1]) {
-        Some(p + 1)
-    } else if punct(f) {
-        Some(p)
-    } else {
-        None
-    };
-    if let Some(from) = from {
-        let mut q = run(flags, from, punct);
-        while q < n && matches!(chars[q].1, '\r' | '\n' | '/') {
-            q += 1;
-        }
-        return q;
+    if let Some(end) = spaced_run(chars, flags, p, |g| g & (WS | L | N) == 0, |c| matches!(c, '\r' | '\n' | '/')) {
+        return end;
     }
-    if f & WS != 0 {
+    if flags[p] & WS != 0 {
         return space_end(chars, flags, p);
     }
     p + 1 // unreachable: every character is a letter, a number, white space or punctuation
