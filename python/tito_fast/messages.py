@@ -2,16 +2,27 @@
 
 A retried or continued request must repeat the stored messages and only
 append new ones. Matchers decide whether a stored message and a replayed
-one are "the same" for rendering:
+one are "the same" for rendering; the built-in ones decide exactly as the
+reference's (Miles' session message matchers):
 
 - `strict`: role, content, reasoning_content and tool_calls are equal, with
   None, "" and [] all equal (they render alike) and the wire-only
   `tool_calls[].index` ignored;
 - `loose_tool_call`: strict, or the same except that tool-call arguments
-  are the same JSON object written differently (key order, spacing,
-  JSON string vs dict); types stay apart (1 vs 1.0 vs "1" vs True);
+  are the same JSON object written differently (key order, spacing, JSON
+  string vs dict; None, "" and any spelling of `{}` are the empty object).
+  JSON types stay apart (1 vs "1" vs true; 1 and 1.0 are the same number),
+  array order counts, a `Decimal` is a number only when it was parsed from
+  a JSON string, and arguments that are not a JSON object (invalid JSON,
+  duplicate keys, NaN, a top-level array) are compared as given, with
+  their types;
 - `role_content_only`: role and content only;
-- any callable `(stored, replayed) -> bool`.
+- any callable `(stored, replayed) -> bool`, or a dotted import path
+  (`package.module.matcher`) naming one.
+
+No matcher raises on deep or hostile input: nesting past the interpreter's
+recursion limit counts as "not the same" (the reference's strict matcher
+raises RecursionError there).
 
 Example:
     >>> check_append_only([{"role": "user", "content": "hi"}],
@@ -21,9 +32,12 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
+import math
 from collections.abc import Callable, Collection
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 Matcher = Callable[[dict[str, Any], dict[str, Any]], bool]
@@ -50,40 +64,86 @@ class MatcherError(RuntimeError):
 
 
 def _norm(value: Any) -> Any:
+    """None, "" and [] render alike: all of them become None."""
     return None if value is None or value == "" or value == [] else value
 
 
 def _calls(value: Any) -> Any:
-    value = _norm(value)
+    """Tool calls without their wire-only keys (a projection for comparing, never a repair)."""
     if not isinstance(value, list):
         return value
     return [{k: v for k, v in c.items() if k not in _WIRE_ONLY} if isinstance(c, dict) else c for c in value]
 
 
+def _field_differs(key: str, a: Any, b: Any) -> bool:
+    a, b = _norm(a), _norm(b)
+    if key == "tool_calls":
+        a, b = _calls(a), _calls(b)
+    return bool(a != b)
+
+
 def _differing_field(stored: dict[str, Any], new: dict[str, Any], keys: Collection[str]) -> str | None:
+    """The first of `keys` whose values differ (a field nested too deep to compare counts as differing)."""
     for key in keys:
-        a, b = stored.get(key), new.get(key)
-        if key == "tool_calls":
-            if _calls(a) != _calls(b):
+        try:
+            if _field_differs(key, stored.get(key), new.get(key)):
                 return key
-        elif _norm(a) != _norm(b):
+        except RecursionError:
             return key
     return None
 
 
+def messages_equal(a: Any, b: Any) -> bool:
+    """`a == b`, with nesting too deep to compare counting as not equal."""
+    try:
+        return a is b or bool(a == b)
+    except RecursionError:
+        return False
+
+
 def strict(stored: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Role, content, reasoning_content and tool_calls equal (None == "" == [])."""
+    """Role, content, reasoning_content and tool_calls equal (None == "" == [], `index` ignored)."""
     # Equal dicts match under every built-in matcher: one C-level comparison
     # settles the common case before any normalisation.
-    return stored is new or stored == new or _differing_field(stored, new, TEMPLATE_KEYS) is None
+    return messages_equal(stored, new) or _differing_field(stored, new, TEMPLATE_KEYS) is None
 
 
-class _BadJson(Exception):
+# -- loose_tool_call: JSON-object arguments compared by value ------------------
+
+_NOT_AN_OBJECT = object()
+
+
+class _NotJson(ValueError):
     pass
 
 
-def _tagged(value: Any) -> Any:
-    """A form where equal JSON values compare equal and different JSON types never do."""
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _NotJson(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _finite_number(text: str) -> Decimal:
+    try:
+        number = Decimal(text)
+    except InvalidOperation as e:
+        raise _NotJson(text) from e
+    if not number.is_finite():
+        raise _NotJson(text)
+    return number
+
+
+def _no_constants(text: str) -> Any:
+    raise _NotJson(text)  # NaN, Infinity, -Infinity are not JSON
+
+
+def _json_form(value: Any, decimals: bool) -> tuple[Any, ...]:
+    """A form in which two JSON values are equal exactly when they are the same JSON
+    value: types tagged (true is not 1, "1" is not 1), numbers exact (1 == 1.0),
+    object keys sorted, array order kept. Raises _NotJson for anything else."""
     t = type(value)
     if value is None:
         return ("null",)
@@ -94,98 +154,105 @@ def _tagged(value: Any) -> Any:
     if t is int:
         return ("num", Decimal(value))
     if t is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise _BadJson
+        if not math.isfinite(value):
+            raise _NotJson("non-finite number")
         return ("num", Decimal(str(value)))
     if t is Decimal:
-        if not value.is_finite():
-            raise _BadJson
+        if not decimals or not value.is_finite():
+            raise _NotJson("a Decimal is a JSON number only when parsed from JSON text")
         return ("num", value)
     if t is list:
-        return ("list", tuple(_tagged(v) for v in value))
+        return ("list", tuple(_json_form(v, decimals) for v in value))
     if t is dict:
         if any(type(k) is not str for k in value):
-            raise _BadJson
-        return ("obj", tuple(sorted((k, _tagged(v)) for k, v in value.items())))
-    raise _BadJson
+            raise _NotJson("object keys must be strings")
+        return ("obj", tuple(sorted((k, _json_form(v, decimals)) for k, v in value.items())))
+    raise _NotJson(f"{t.__name__} is not a JSON value")
 
 
-def _json_object(value: Any) -> Any:
-    """The tagged form of a JSON object given as a dict or a JSON string; raises _BadJson otherwise."""
-    if isinstance(value, str):
+def _arguments_form(value: Any) -> Any:
+    """The JSON-object form of tool-call arguments, or _NOT_AN_OBJECT.
 
-        def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            out: dict[str, Any] = {}
-            for k, v in pairs:
-                if k in out:
-                    raise _BadJson
-                out[k] = v
-            return out
-
-        def bad_constant(_: str) -> Any:
-            raise _BadJson
-
+    None and "" are the empty object; a string must parse as one JSON object
+    (no duplicate keys, no NaN or Infinity); a dict must hold JSON values.
+    """
+    if value is None or value == "":
+        return ("obj", ())
+    parsed = value
+    if type(value) is str:
         try:
-            value = json.loads(value, object_pairs_hook=no_dupes, parse_float=Decimal, parse_int=Decimal, parse_constant=bad_constant)
-        except (ValueError, _BadJson) as e:
-            raise _BadJson from e
-    if not isinstance(value, dict):
-        raise _BadJson
-    return _tagged(value)
+            parsed = json.loads(
+                value, object_pairs_hook=_unique_keys, parse_int=Decimal, parse_float=_finite_number, parse_constant=_no_constants
+            )
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            return _NOT_AN_OBJECT
+    if type(parsed) is not dict:
+        return _NOT_AN_OBJECT
+    try:
+        return _json_form(parsed, decimals=type(value) is str)
+    except (_NotJson, RecursionError):
+        return _NOT_AN_OBJECT
+
+
+def _same_as_given(a: Any, b: Any) -> bool:
+    """Equality that also requires equal types at every level (1 is not 1.0 or True)."""
+    try:
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, list):
+            return len(a) == len(b) and all(_same_as_given(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(_same_as_given(a[k], b[k]) for k in a)
+        return bool(a == b)
+    except RecursionError:
+        return False
 
 
 def _arguments_match(a: Any, b: Any) -> bool:
-    try:
-        return bool(_json_object(a) == _json_object(b))
-    except _BadJson:
-        return bool(a == b)
+    fa, fb = _arguments_form(a), _arguments_form(b)
+    if fa is _NOT_AN_OBJECT or fb is _NOT_AN_OBJECT:
+        return _same_as_given(a, b)
+    return bool(fa == fb)
 
 
-def _call_matches(a: Any, b: Any) -> bool:
+def _dicts_match(a: Any, b: Any, special: str, match_special: Callable[[Any, Any], bool], drop: tuple[str, ...] = ()) -> bool:
+    """Two dicts with the same keys (less `drop`), `special` compared by `match_special`, the rest by `==`."""
     if not isinstance(a, dict) or not isinstance(b, dict):
-        return bool(a == b)
-    a = {k: v for k, v in a.items() if k not in _WIRE_ONLY}
-    b = {k: v for k, v in b.items() if k not in _WIRE_ONLY}
+        return _same_as_given(a, b)
+    if drop:
+        a = {k: v for k, v in a.items() if k not in drop}
+        b = {k: v for k, v in b.items() if k not in drop}
     if a.keys() != b.keys():
         return False
-    for key in a:
-        if key != "function":
-            if a[key] != b[key]:
-                return False
-            continue
-        fa, fb = a[key], b[key]
-        if not isinstance(fa, dict) or not isinstance(fb, dict):
-            if fa != fb:
-                return False
-            continue
-        if fa.keys() != fb.keys():
-            return False
-        for k in fa:
-            if not (_arguments_match(fa[k], fb[k]) if k == "arguments" else fa[k] == fb[k]):
-                return False
-    return True
+    return all(match_special(a[k], b[k]) if k == special else a[k] == b[k] for k in a)
+
+
+def _function_match(a: Any, b: Any) -> bool:
+    return _dicts_match(a, b, "arguments", _arguments_match)
+
+
+def _call_match(a: Any, b: Any) -> bool:
+    return _dicts_match(a, b, "function", _function_match, drop=_WIRE_ONLY)
 
 
 def loose_tool_call(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """`strict`, or equal but for tool-call arguments that are the same JSON object."""
-    if stored is new or stored == new:
+    if strict(stored, new):
         return True
     try:
-        if strict(stored, new):
-            return True
+        if _differing_field(stored, new, ("role", "content", "reasoning_content")) is not None:
+            return False
+        a, b = _norm(stored.get("tool_calls")), _norm(new.get("tool_calls"))
+        if not isinstance(a, list) or not isinstance(b, list):
+            return _same_as_given(a, b)
+        return len(a) == len(b) and all(_call_match(x, y) for x, y in zip(a, b))
     except RecursionError:
-        pass
-    if _differing_field(stored, new, ("role", "content", "reasoning_content")) is not None:
         return False
-    a, b = _norm(stored.get("tool_calls")), _norm(new.get("tool_calls"))
-    if not isinstance(a, list) or not isinstance(b, list):
-        return bool(a == b)
-    return len(a) == len(b) and all(_call_matches(x, y) for x, y in zip(a, b))
 
 
 def role_content_only(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     """Role and content equal (None == "" == []); everything else ignored."""
-    return stored is new or stored == new or _differing_field(stored, new, ("role", "content")) is None
+    return messages_equal(stored, new) or _differing_field(stored, new, ("role", "content")) is None
 
 
 MATCHERS: dict[str, Matcher] = {
@@ -200,12 +267,22 @@ BUILTIN: frozenset[Matcher] = frozenset(MATCHERS.values())
 
 
 def resolve_matcher(matcher: str | Matcher) -> Matcher:
-    """A built-in matcher by name, or a callable (checked to return a bool on use)."""
+    """A built-in matcher by its exact name, a callable (checked to return a bool on
+    use), or a dotted import path naming a synchronous callable."""
     if isinstance(matcher, str):
-        try:
+        if matcher in MATCHERS:
             return MATCHERS[matcher]
-        except KeyError:
-            raise ValueError(f"unknown matcher {matcher!r}; built-in: {sorted(MATCHERS)}") from None
+        names = ", ".join(MATCHERS)
+        if "." not in matcher:
+            raise ValueError(f"unknown matcher {matcher!r}; use one of {names}, or a dotted import path such as package.module.matcher")
+        module_name, _, attr = matcher.rpartition(".")
+        try:
+            found = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"failed to resolve matcher {matcher!r}; use one of {names}, or a dotted import path: {e}") from e
+        if not callable(found) or inspect.iscoroutinefunction(found):
+            raise ValueError(f"failed to resolve matcher {matcher!r}: it is not a synchronous callable")
+        return found  # type: ignore[no-any-return]
     if not callable(matcher):
         raise TypeError(f"matcher must be a name or a callable, got {type(matcher).__name__}")
     return matcher
@@ -217,9 +294,9 @@ def _call(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool
     try:
         result = matcher(stored, new)
     except Exception as e:
-        raise MatcherError(f"the message matcher raised {type(e).__name__}: {e}") from e
+        raise MatcherError(f"the message matcher raised an exception: it raised {type(e).__name__}: {e}") from e
     if type(result) is not bool:
-        raise MatcherError(f"the message matcher must return a bool, got {type(result).__name__}")
+        raise MatcherError(f"the message matcher must return bool, got {type(result).__name__} (a matcher must return a bool)")
     return result
 
 
@@ -231,8 +308,8 @@ def check_roles(stored_len: int, new: list[dict[str, Any]], allowed_roles: Colle
         role = new[i].get("role")
         if role not in allowed_roles:
             raise AppendOnlyError(
-                f"message {i} appends role {role!r}, which this family cannot render append-only "
-                f"(allowed: {sorted(allowed_roles)})",
+                f"appended message at index {i} has role={role!r}, allowed={sorted(allowed_roles)}: message {i} "
+                f"appends role {role!r}, which this family cannot render append-only",
                 index=i,
                 field="role",
                 new=new[i],
@@ -247,17 +324,21 @@ def check_append_only(
 ) -> None:
     """Raise `AppendOnlyError` unless `new` repeats `stored` (under `matcher`)
     and every appended message has a role in `allowed_roles` (None: any).
+    With nothing stored there is nothing to check (as in the reference).
 
     Example:
         >>> check_append_only([{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}])
         Traceback (most recent call last):
         ...
-        tito_fast.messages.AppendOnlyError: message 0 differs from the stored one in 'content': stored 'a', new 'b'
+        tito_fast.messages.AppendOnlyError: message mismatch at index 0 (role: stored=user, new=user): message 0 differs from the stored one in 'content': stored 'a', new 'b'
     """
     match = resolve_matcher(matcher)
+    if not stored:
+        return
     if len(new) < len(stored):
         raise AppendOnlyError(
-            f"the new request has {len(new)} messages but {len(stored)} are stored: messages were removed",
+            f"new messages ({len(new)}) are fewer than stored messages ({len(stored)}): "
+            f"the new request has {len(new)} messages but {len(stored)} are stored, so messages were removed",
             index=len(new),
             field="length",
         )
@@ -266,8 +347,9 @@ def check_append_only(
             keys = TEMPLATE_KEYS if match is not role_content_only else ("role", "content")
             field = _differing_field(s, n, keys) or "tool_calls"
             raise AppendOnlyError(
+                f"message mismatch at index {i} (role: stored={_get(s, 'role')}, new={_get(n, 'role')}): "
                 f"message {i} differs from the stored one in {field!r}: "
-                f"stored {_short(s.get(field))}, new {_short(n.get(field))}",
+                f"stored {_short(_get(s, field))}, new {_short(_get(n, field))}",
                 index=i,
                 field=field,
                 stored=s,
@@ -276,6 +358,13 @@ def check_append_only(
     check_roles(len(stored), new, allowed_roles)
 
 
+def _get(message: Any, key: str) -> Any:
+    return message.get(key) if isinstance(message, dict) else None
+
+
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "<nested too deep to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

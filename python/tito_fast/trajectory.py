@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
 from tito_fast.families import TitoTokenizer
-from tito_fast.messages import BUILTIN, Matcher, _call, check_roles, resolve_matcher
+from tito_fast.messages import BUILTIN, Matcher, _call, check_roles, messages_equal, resolve_matcher
 
 
 class RollbackError(ValueError):
@@ -89,7 +89,7 @@ class Trajectory:
         stored = self.messages
         if not stored or not self._ends:
             return
-        if self.matcher in BUILTIN and request[: len(stored)] == stored:
+        if self.matcher in BUILTIN and messages_equal(request[: len(stored)], stored):
             return  # equal messages match under every built-in matcher: one C-level comparison
         match = 0
         for s, r in zip(stored, request):
@@ -102,9 +102,9 @@ class Trajectory:
         discard = len(self._ends) - keep
         if discard > self.max_rollback_steps:
             raise RollbackError(
-                f"the request departs from the stored history at message {match}, which would discard "
-                f"{discard} generated turns (at most {self.max_rollback_steps} allowed); stored "
-                f"{len(stored)} messages, request {len(request)}"
+                f"rollback failed: discard_count={discard} exceeds max_assistant_rollback_steps="
+                f"{self.max_rollback_steps}: the request departs from the stored history at message {match}, "
+                f"which would discard {discard} generated turns; stored {len(stored)} messages, request {len(request)}"
             )
         self.buffer.rollback(discard)
         self._ends = self._ends[:keep]
