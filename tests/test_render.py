@@ -107,9 +107,9 @@ def test_deepseek_v4_encoder() -> None:
     from tito_fast import deepseek
 
     tok = _tok("deepseek_v4")
-    path = deepseek.find_encoder(tok, "dsv4")
-    assert path is not None and deepseek.find_encoder(tok, "dsv32") is None
-    enc = deepseek.load_encoder(str(path))
+    found = deepseek.find_encoder(tok, "dsv4")
+    assert found is not None and found.origin.endswith("deepseek_v4/encoding_dsv4.py") and found.keeps_history_reasoning
+    enc = found.module
     msgs = [{"role": "user", "content": "hi"}]
     with_prompt = render(tok, msgs, encoder=enc, add_generation_prompt=True, arguments="json")
     without = render(tok, msgs, encoder=enc, arguments="json")

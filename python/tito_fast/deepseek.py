@@ -1,14 +1,25 @@
 """DeepSeek's own prompt encoders (V3.2, V4) as a renderer.
 
 DeepSeek V3.2 and V4 ship no Jinja chat template: a Python module
-(`encoding_dsv4.py`, `encoding_dsv32.py`) with `encode_messages(messages,
-thinking_mode, ...)` renders prompts, and the inference engine calls it. This
-module loads such a file at run time (from the tokenizer's directory or a
-given path; tito_fast ships no copy) and calls it the way the engine does:
+(`encoding_dsv32.py`, `encoding_dsv4.py`) with `encode_messages(messages,
+thinking_mode, ...)` renders prompts, and the inference engine calls it.
+tito_fast ships no copy; `find_encoder` looks where users have one, in this
+order:
 
-- `thinking` / `enable_thinking` kwargs choose `thinking_mode` ("thinking"
-  unless one of them is false); `drop_thinking` and `reasoning_effort` pass
-  through; any other kwarg is an error;
+1. an explicit file (`encoder_path=`, `--encoder FILE`);
+2. the copy installed with the framework that renders it: Miles' own
+   vendored `encoding_dsv32` (the `miles` package), SGLang's `encoding_dsv4`
+   (the `sglang` package);
+3. next to the tokenizer files, then in its `encoding/` folder (as
+   DeepSeek's model repositories ship it);
+4. the `miles-tito-tokenizers` package (`pip install 'tito_fast[miles]'`).
+
+It is called the way the engine and the reference call it:
+
+- the thinking mode follows the reference's precedence: `thinking_mode`
+  when given, else `enable_thinking`, else `thinking`, else "thinking";
+  `drop_thinking` and `reasoning_effort` pass through; any other kwarg is an
+  error;
 - tools (canonicalised like the engine's pydantic dump) go into the system
   message, which is added when there is none;
 - tool-call arguments must be JSON strings (the family renders with
@@ -16,15 +27,23 @@ given path; tito_fast ships no copy) and calls it the way the engine does:
 - the encoder always ends a user/tool tail with the assistant opener; without
   a generation prompt that opener is cut off.
 
+Encoders differ in one way that decides append-only rendering: Miles'
+vendored V3.2 copy and V4 keep every assistant's reasoning under
+`drop_thinking=False`, DeepSeek's (and SGLang's) V3.2 original drops the
+reasoning of assistant turns before the last user message whatever
+`drop_thinking` says. `Encoder.keeps_history_reasoning` tells which.
+
 Example:
-    >>> enc = load_encoder("/path/to/tokenizer/encoding_dsv4.py")  # doctest: +SKIP
-    >>> render_with_encoder(enc, messages, add_generation_prompt=True)  # doctest: +SKIP
+    >>> enc = find_encoder(tok, "dsv4")  # doctest: +SKIP
+    >>> render_with_encoder(enc.module, messages, add_generation_prompt=True)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +51,37 @@ from tito_fast.render import RenderError, ToolPolicy, canonical_tools
 
 ASSISTANT = "<｜Assistant｜>"
 _PASS_THROUGH = ("drop_thinking", "reasoning_effort")
+#: Template kwargs that all name the thinking mode (a request that sets one replaces them all).
+THINKING_KWARGS = frozenset({"thinking_mode", "enable_thinking", "thinking"})
+
+# Where installed frameworks keep the encoder (package, path inside it).
+_FRAMEWORK_COPIES = {
+    "dsv32": [("miles", "utils/chat_template_utils/templates/encoding_dsv32.py")],
+    "dsv4": [("sglang", "srt/entrypoints/openai/encoding_dsv4.py")],
+}
+_MTT_MODULES = {"dsv32": "miles_tito_tokenizers.encoders.deepseek_v32", "dsv4": "miles_tito_tokenizers.encoders.deepseek_v4"}
 
 
-@functools.lru_cache(maxsize=8)
+@dataclass(frozen=True)
+class Encoder:
+    """A loaded DeepSeek encoder module and where it came from.
+
+    Attributes:
+        module: the module (`encode_messages`, `thinking_start_token`, ...).
+        origin: where it was found, for messages and reports.
+        version: "dsv32" or "dsv4".
+        keeps_history_reasoning: whether `drop_thinking=False` keeps the
+            reasoning of assistant turns before the last user message (then
+            appending a user turn is append-only).
+    """
+
+    module: Any
+    origin: str
+    version: str
+    keeps_history_reasoning: bool
+
+
+@functools.lru_cache(maxsize=16)
 def load_encoder(path: str | Path) -> Any:
     """Import an encoder module from its file (cached per path)."""
     path = Path(path)
@@ -44,27 +91,138 @@ def load_encoder(path: str | Path) -> Any:
     if spec is None or spec.loader is None:
         raise RenderError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # a broken file: say which
+        raise RenderError(f"cannot import the DeepSeek encoder {path}: {type(e).__name__}: {e}") from e
     if not callable(getattr(module, "encode_messages", None)):
         raise RenderError(f"{path} has no encode_messages()")
     return module
 
 
-def find_encoder(tokenizer: Any, name: str) -> Path | None:
-    """`encoding_<name>.py` in the tokenizer's directory, when there is one."""
+def _package_file(package: str, inner: str) -> Path | None:
+    """A file inside an installed package, found without importing the package."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(root) / inner
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def candidates(tokenizer: Any, version: str) -> list[tuple[str, str]]:
+    """Every place `find_encoder` looks, in order, as (kind, where): kind is "file" or "module"."""
+    out: list[tuple[str, str]] = []
+    for package, inner in _FRAMEWORK_COPIES.get(version, []):
+        found = _package_file(package, inner)
+        if found is not None:
+            out.append(("file", str(found)))
     root = getattr(tokenizer, "name_or_path", "") or ""
-    candidate = Path(root) / f"encoding_{name}.py"
-    return candidate if root and candidate.is_file() else None
+    if root:
+        for sub in ("", "encoding"):
+            candidate = Path(root) / sub / f"encoding_{version}.py"
+            if candidate.is_file():
+                out.append(("file", str(candidate)))
+    if version in _MTT_MODULES and importlib.util.find_spec("miles_tito_tokenizers") is not None:
+        out.append(("module", _MTT_MODULES[version]))
+    return out
 
 
-def _thinking_mode(kwargs: dict[str, Any]) -> str:
-    for key in ("thinking", "enable_thinking"):
-        if kwargs.get(key) is not None:
-            return "thinking" if kwargs[key] else "chat"
-    mode = kwargs.get("thinking_mode", "thinking")
+def _load(kind: str, where: str) -> Any:
+    if kind == "file":
+        return load_encoder(where)
+    try:
+        module = importlib.import_module(where)
+    except Exception as e:
+        raise RenderError(f"cannot import {where}: {type(e).__name__}: {e}") from e
+    if not callable(getattr(module, "encode_messages", None)):
+        raise RenderError(f"{where} has no encode_messages()")
+    return module
+
+
+def _describe(kind: str, where: str) -> str:
+    if kind == "module":
+        return f"module {where} (miles-tito-tokenizers)"
+    return f"file {where}"
+
+
+def keeps_history_reasoning(module: Any) -> bool:
+    """Whether the encoder keeps an assistant's reasoning once a later user turn
+    follows, under `drop_thinking=False` (one small render)."""
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "tito-probe-reasoning"},
+        {"role": "user", "content": "q2"},
+    ]
+    try:
+        text = str(module.encode_messages(msgs, thinking_mode="thinking", drop_thinking=False))
+    except Exception:
+        return False
+    return "tito-probe-reasoning" in text
+
+
+def find_encoder(tokenizer: Any, version: str, path: str | Path | None = None) -> Encoder | None:
+    """The DeepSeek encoder for `version` ("dsv32" or "dsv4"): `path` when given,
+    else the first of `candidates(tokenizer, version)` that loads; None when there is none.
+
+    Raises `RenderError` when `path` is given but cannot be loaded.
+    """
+    if path is not None:
+        module = load_encoder(str(path))
+        return Encoder(module, f"file {path}", version, keeps_history_reasoning(module))
+    for kind, where in candidates(tokenizer, version):
+        try:
+            module = _load(kind, where)
+        except RenderError:
+            continue  # a framework copy that does not import here: try the next place
+        return Encoder(module, _describe(kind, where), version, keeps_history_reasoning(module))
+    return None
+
+
+def not_found_message(family: str, version: str) -> str:
+    return (
+        f"family {family!r} renders with DeepSeek's encoding_{version}.py, and none was found: not installed with "
+        f"Miles or SGLang, not next to the tokenizer files or in their encoding/ folder, and miles-tito-tokenizers "
+        f"is not installed. Install it (pip install 'tito_fast[miles]'), or pass the file as encoder_path= "
+        f"(--encoder FILE on the command line)"
+    )
+
+
+def thinking_mode(kwargs: dict[str, Any]) -> str:
+    """The effective thinking mode of template kwargs, with the reference's precedence:
+    `thinking_mode`, then `enable_thinking`, then `thinking`, then "thinking".
+
+    Example:
+        >>> thinking_mode({"enable_thinking": False, "thinking": True})
+        'chat'
+        >>> thinking_mode({"thinking_mode": "thinking", "thinking": False})
+        'thinking'
+    """
+    mode = kwargs.get("thinking_mode")
+    if mode is None:
+        for key in ("enable_thinking", "thinking"):
+            if kwargs.get(key) is not None:
+                mode = "thinking" if kwargs[key] else "chat"
+                break
+        else:
+            mode = "thinking"
     if mode not in ("thinking", "chat"):
         raise RenderError(f"thinking_mode must be 'thinking' or 'chat', got {mode!r}")
     return str(mode)
+
+
+def merge_thinking_kwargs(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`base` updated by `overrides`, where an override naming the thinking mode in
+    any of its spellings replaces all of base's spellings (a request-scoped mode wins)."""
+    merged = dict(base)
+    if THINKING_KWARGS & overrides.keys():
+        for key in THINKING_KWARGS:
+            merged.pop(key, None)
+    merged.update(overrides)
+    return merged
 
 
 def render_with_encoder(
@@ -78,10 +236,10 @@ def render_with_encoder(
     **kwargs: Any,
 ) -> str:
     """The encoder's prompt for `messages` (see the module doc)."""
-    unknown = set(kwargs) - {"thinking", "enable_thinking", "thinking_mode", *_PASS_THROUGH}
+    unknown = set(kwargs) - {*THINKING_KWARGS, *_PASS_THROUGH}
     if unknown:
         raise RenderError(f"the DeepSeek encoder takes no kwargs {sorted(unknown)}")
-    mode = _thinking_mode(kwargs)
+    mode = thinking_mode(kwargs)
     config = {k: kwargs[k] for k in _PASS_THROUGH if k in kwargs}
     msgs = list(messages)  # only the list and the system message change: no deep copy
     defs = canonical_tools(tools, tool_policy)
@@ -93,6 +251,8 @@ def render_with_encoder(
     try:
         text = str(encoder.encode_messages(msgs, thinking_mode=mode, **config))
     except (AssertionError, KeyError, TypeError, ValueError) as e:
+        raise RenderError(f"the DeepSeek encoder failed: {type(e).__name__}: {e}") from e
+    except Exception as e:  # the encoders raise their own error classes (DS32EncodingError, ...)
         raise RenderError(f"the DeepSeek encoder failed: {type(e).__name__}: {e}") from e
     if add_generation_prompt or not msgs:
         return text

@@ -6,7 +6,8 @@ against a pinned sha256 before use, and the results are cached under
 `~/.cache/tito_fast` (or `$TITO_FAST_CACHE`). A failed download or a hash
 mismatch raises; nothing is skipped silently.
 
-Families: qwen3, qwen35, deepseek_v3, deepseek_v31, deepseek_v4 (with
+Families: qwen3, qwen35, deepseek_v3, deepseek_v31, deepseek_v32 (its
+encoder comes from miles-tito-tokenizers or Miles), deepseek_v4 (with
 DeepSeek's encoder module instead of a template), glm47, minimax_m27, nemotron3 (NVIDIA's template on the Qwen3 vocabulary), and
 llama31 (Meta's tiktoken ranks rebuilt as tokenizer.json, with the Llama
 3.1 template from the llama-cpp-python sdist), and kimi_k2 (Kimi K2's
@@ -66,6 +67,8 @@ class Family:
     #: Builds tokenizer.json (and its config) from the verified files, when
     #: the artefact ships no tokenizer.json (Llama 3: tiktoken ranks).
     build: str = ""
+    #: When set, a config.json naming this model type is written (as a model repository has one).
+    model_type: str = ""
 
 
 def _tok(folder: str, sha: str) -> FileSpec:
@@ -116,6 +119,18 @@ FAMILIES: dict[str, Family] = {
                 "f3d66f405ce0315c754a3cc041f13be863fefcd62c240068098efdbd1924f8b5",
             ),
         }
+    ),
+    # DeepSeek V3.2 ships no Jinja template either: its encoder module comes
+    # from where users have it (tito_fast.deepseek); config.json names the
+    # model type as the model's repository does (Miles detects it by that).
+    "deepseek_v32": Family(
+        {
+            "tokenizer.json": _tok("deepseek-v3.2", "cd050be35cae877f8f0aa847f45aa87e23835a56ca32b29b28545597852784e5"),
+            "tokenizer_config.json": _file(
+                "deepseek-v3.2", "tokenizer_config.json", "b5de6cc1c6758d02c0d3cec0efa062f1161654475458003f6f293f6ef28acdaa"
+            ),
+        },
+        model_type="deepseek_v32",
     ),
     # DeepSeek V4 ships no Jinja template: DeepSeek's own encoder module
     # (encoding_dsv4.py, MIT) renders its prompts; tito_fast loads it from the
@@ -316,13 +331,15 @@ def tokenizer_dir(family: str) -> Path:
         config = json.loads((target / "tokenizer_config.json").read_text(encoding="utf-8"))
         config.pop("chat_template", None)
         _atomic_write(target / "tokenizer_config.json", json.dumps(config, ensure_ascii=False, indent=1).encode())
+    if spec.model_type:
+        _atomic_write(target / "config.json", json.dumps({"model_type": spec.model_type}).encode())
     _atomic_write(done, _fingerprint(spec).encode())
     return target
 
 
 def _fingerprint(spec: Family) -> str:
     pins = {k: v.sha256 for k, v in spec.files.items()}
-    return json.dumps(pins | {"overrides": spec.config_overrides, "build": spec.build, "v": 2}, sort_keys=True)
+    return json.dumps(pins | {"overrides": spec.config_overrides, "build": spec.build, "model_type": spec.model_type, "v": 2}, sort_keys=True)
 
 
 #: The Llama 3 pre-tokenizer split pattern (tiktoken's, as published by Meta).

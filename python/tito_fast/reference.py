@@ -274,9 +274,11 @@ class ReferenceTito:
         arguments: str = "dict",
         chat_template: str | None = None,
         encoder: Any = None,
+        encoder_version: str = "dsv4",
     ) -> None:
         self.tokenizer = tokenizer
-        self.encoder = encoder  # DeepSeek V4's encoding module instead of a template
+        self.encoder = encoder  # DeepSeek V3.2/V4's encoding module instead of a template
+        self.encoder_version = encoder_version
         self.append_after = append_after
         self.drop_last_if_in = set(drop_last_if_in)
         self.allowed_roles = set(allowed_roles)
@@ -305,9 +307,21 @@ class ReferenceTito:
                 if not msgs or msgs[0]["role"] != "system":
                     msgs.insert(0, {"role": "system", "content": ""})
                 msgs[0]["tools"] = reference_tools(tools)
-            text = str(self.encoder.encode_messages(msgs, thinking_mode="thinking", **self.template_kwargs))
-            opener = "<｜Assistant｜>" + self.encoder.thinking_start_token
-            if not gen and msgs and msgs[-1]["role"] in ("user", "tool") and text.endswith(opener):
+            kw = self.template_kwargs
+            # thinking mode: thinking_mode, else enable_thinking, else thinking, else on
+            mode = kw.get("thinking_mode")
+            if mode is None:
+                flag = next((kw[k] for k in ("enable_thinking", "thinking") if kw.get(k) is not None), True)
+                mode = "thinking" if flag else "chat"
+            passed = {k: v for k, v in kw.items() if k in ("drop_thinking", "reasoning_effort")}
+            text = str(self.encoder.encode_messages(msgs, thinking_mode=mode, **passed))
+            think = self.encoder.thinking_start_token if mode == "thinking" else self.encoder.thinking_end_token
+            tail = msgs[-1]["role"] if msgs else None
+            if self.encoder_version == "dsv32" and tail == "tool":
+                opener = "\n\n" + think
+            else:
+                opener = "<｜Assistant｜>" + think
+            if not gen and tail in ("user", "tool") and text.endswith(opener):
                 text = text[: -len(opener)]
             return text
         text = self.tokenizer.apply_chat_template(
