@@ -31,7 +31,8 @@ test: $(BIN)/python
 	$(BIN)/python -m pytest
 
 ## verify-templates: `tito-fast verify-template` for every fixture tokenizer with its family (run by CI)
-VERIFY_PAIRS = qwen3:qwen3 qwen35:qwen35 glm47:glm47 minimax_m27:minimax_m27 llama31:llama3 kimi_k2:kimi25 deepseek_v4:deepseekv4 nemotron3:nemotron3
+VERIFY_PAIRS = qwen3:qwen3 qwen3:qwennext qwen35:qwen35 glm47:glm47 minimax_m27:minimax_m27 minimax_m27:minimax_m25 llama31:llama3 \
+	kimi_k2:kimi25 deepseek_v32:deepseekv32 deepseek_v4:deepseekv4 nemotron3:nemotron3
 verify-templates: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[test]'
 	@set -e; for pair in $(VERIFY_PAIRS); do \

@@ -49,13 +49,13 @@ def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: An
     out = tmp_path / "v.json"
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--json", str(out)) == 0
     text = capsys.readouterr().out
-    assert "qwen3: 10 passed, 0 failed, 0 skipped" in text
+    assert "qwen3: 32 passed, 0 failed, 0 skipped" in text  # 3 role sets x 2 call layouts x conversations x thinking on/off
     data = json.loads(out.read_text())
     assert data["family"] == "qwen3" and all(r["ok"] for r in data["results"])
     # Qwen3's own template cuts earlier reasoning: the default family fails, with the divergence decoded.
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "default") == 1
     text = capsys.readouterr().out
-    assert "FAIL" in text and "<think>" in text and "4 failed" in text
+    assert "FAIL" in text and "<think>" in text and "26 failed" in text
     config = tmp_path / "fam.json"
     config.write_text(json.dumps({"name": "mine", "append_after": ["<|im_end|>", "\n"], "trailing": ["\n"]}))
     template = tmp_path / "t.jinja"
@@ -70,5 +70,49 @@ def test_verify_template_explains_deepseek_v3(capsys: Any) -> None:
     # say so, decoding where the merged ids leave the full render.
     assert cli("verify-template", "--tokenizer", "fixture:deepseek_v3", "--family", "default") == 1
     out = capsys.readouterr().out
-    assert "default: 0 passed, 10 failed" in out
+    assert "default: 0 passed, 32 failed" in out
     assert "<｜tool▁outputs▁end｜>" in out and "RenderDiffError" in out
+
+
+def test_verify_template_shows_what_the_family_would_refuse(tmp_path: Any, capsys: Any) -> None:
+    from tito_fast import fixtures
+    from tito_fast.cli import cli
+
+    stock = json.loads((fixtures.tokenizer_dir("qwen3") / "tokenizer_config.json").read_text())["chat_template"]
+    path = tmp_path / "stock.jinja"
+    path.write_text(stock)
+    out = tmp_path / "v.json"
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--template", str(path), "--json", str(out)) == 1
+    captured = capsys.readouterr()
+    assert "refused when the family is built" in captured.err and "pip install 'tito_fast[miles]'" in captured.err
+    data = json.loads(out.read_text())
+    assert data["refused"] and data["template"] == "the chat_template argument"
+    # Turns without reasoning break even tool-only appends with the stock template (a non-last turn loses its empty block).
+    shapes = [r for r in data["results"] if r["conversation"].startswith("assistant shapes") and r["roles"] == ["tool"]]
+    assert shapes and not any(r["ok"] for r in shapes if r["thinking"])
+
+
+def test_verify_template_thinking_and_kwargs(capsys: Any) -> None:
+    from tito_fast.cli import cli
+
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--thinking", "off") == 0
+    text = capsys.readouterr().out
+    assert "qwen3: 16 passed, 0 failed, 0 skipped" in text and " on " not in text
+    kwargs = '{"enable_thinking": false}'
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--thinking", "as-given",
+               "--chat-template-kwargs", kwargs, "--quiet") == 0
+    with pytest.raises(SystemExit):
+        cli("verify-template", "--tokenizer", "fixture:qwen3", "--chat-template-kwargs", "[1]")
+    assert "must be a JSON object" in capsys.readouterr().err
+
+
+def test_encoder_option(tmp_path: Any, capsys: Any) -> None:
+    from tito_fast.cli import cli
+
+    missing = str(tmp_path / "encoding_dsv32.py")
+    assert cli("verify-template", "--tokenizer", "fixture:deepseek_v32", "--family", "deepseekv32", "--encoder", missing) == 2
+    assert "does not exist" in capsys.readouterr().err
+    dump = tmp_path / "d.jsonl"
+    dump.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "token_ids": [1, 2]}) + "\n")
+    assert cli("score", str(dump), "--tokenizer", "fixture:deepseek_v32", "--family", "deepseekv32", "--encoder", missing) == 2
+    assert "does not exist" in capsys.readouterr().err

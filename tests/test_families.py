@@ -51,6 +51,7 @@ def _reference(tito: Any) -> ReferenceTito:
         arguments=c.arguments,
         chat_template=tito.chat_template,
         encoder=tito.encoder,
+        encoder_version=c.encoder or "dsv4",
     )
 
 
@@ -100,12 +101,17 @@ def test_merged_ids_equal_the_full_render(tok_name: str, family: str) -> None:
 
 def test_default_family_shows_qwen3_cut_thinking() -> None:
     # Qwen3's own template drops earlier reasoning once a user turn follows:
-    # without the family's template edit, the merged ids are not the render.
+    # without the family's template, the merged ids are not the render.
     results = verify_family(get_tito_tokenizer(_tok("qwen3"), "default"))
-    bad = [r for r in results if r.error]
+    bad = [r for r in results if r.error and r.name.startswith("tool calls")]
     assert bad and all("user" in r.roles for r in bad)
     assert "<think>" in bad[0].actual_text and "<think>" not in bad[0].expected_text
     assert bad[0].mismatches and bad[0].mismatches[0]["type"] == "non_assistant_text"
+    # ... and renders the empty <think> block of a turn without reasoning only while
+    # it is the last turn, so even tool-only appends break on such a turn.
+    shapes = [r for r in results if r.error and r.name.startswith("assistant shapes")]
+    assert any(r.roles == {"tool"} for r in shapes)
+    assert all("<think>\n\n</think>" in r.actual_text and "<think>" not in r.expected_text for r in shapes)
 
 
 def test_base_render_is_cached() -> None:
@@ -138,8 +144,6 @@ def test_family_attributes() -> None:
     assert k.tokenizer.convert_tokens_to_ids("<|im_end|>") in k.special_token_ids
     cmp = k.create_comparator()
     assert cmp._assistant_start_str == "<|im_assistant|>" and middle not in cmp._special_ids
-    with pytest.raises(FamilyError, match="encoding_dsv32.py, which is not in the tokenizer's directory"):
-        get_tito_tokenizer(_tok("deepseek_v4"), "deepseekv32")
     v4 = get_tito_tokenizer(_tok("deepseek_v4"), "deepseekv4")
     assert v4.encoder is not None and v4.max_trim_tokens == 0 and len(v4.trailing_token_ids) == 3
     assert set(FAMILIES) >= {"default", "qwen3", "qwen35", "qwennext", "nemotron3", "glm47", "kimi25", "kimi26",
@@ -158,8 +162,6 @@ def test_conflicting_kwargs_and_unknown_family() -> None:
         get_tito_tokenizer(tok, "qwen9")
     with pytest.raises(FamilyError, match="not one token"):
         get_tito_tokenizer(tok, "glm47")  # Qwen3 has no <|observation|>
-    with pytest.raises(FamilyError, match="expected one"):
-        get_tito_tokenizer(_tok("kimi_k2"), "qwen3")  # Kimi's template has no Qwen3 reasoning gate to edit
     with pytest.raises(FamilyError, match="unknown family config keys"):
         get_tito_tokenizer(tok, {"name": "x", "splice": "?"})
     with pytest.raises(FamilyError, match="unknown roles"):

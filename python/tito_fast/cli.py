@@ -188,9 +188,18 @@ def cli(*args: str) -> int:
         description="For each role set ({tool}, {tool,user}, {tool,user,system}) replay multi-turn conversations "
         "turn by turn with the family's merge and compare the accumulated ids with the full render.",
     )
-    verify.add_argument("--tokenizer", required=True, help="tokenizer directory (or fixture:NAME for a test fixture)")
-    verify.add_argument("--family", default="default", help="family name, or a JSON file declaring a FamilyConfig")
-    verify.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
+    _model_args(verify)
+    verify.add_argument(
+        "--thinking",
+        choices=["on", "off", "both", "as-given"],
+        default="both",
+        help="replay with enable_thinking on (conversations with reasoning), off (without), both (default), "
+        "or the family's kwargs as given",
+    )
+    verify.add_argument(
+        "--chat-template-kwargs", metavar="JSON", type=_json_object, default=None,
+        help="template kwargs as a JSON object, e.g. '{\"enable_thinking\": false}'",
+    )
     verify.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT ('-' for stdout)")
     verify.add_argument("--quiet", action="store_true", help="no progress and no table")
     score = sub.add_parser(
@@ -255,6 +264,21 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", required=True, help="tokenizer directory (or fixture:NAME for a test fixture)")
     p.add_argument("--family", default="default", help="family name, or a JSON file declaring a FamilyConfig")
     p.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
+    p.add_argument(
+        "--encoder", metavar="FILE",
+        help="DeepSeek V3.2/V4's encoding_dsv32.py / encoding_dsv4.py (default: found with Miles, SGLang, next to "
+        "the tokenizer, in its encoding/ folder, or in miles-tito-tokenizers)",
+    )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def _family_arg(value: str) -> Any:
@@ -279,7 +303,9 @@ def _score(ns: argparse.Namespace) -> int:
 
     from tito_fast import report
     from tito_fast.dump import DumpError
+    from tito_fast.families import FamilyError
     from tito_fast.job import run_score
+    from tito_fast.render import RenderError
     from tito_fast.score import worst
 
     if ns.workers < 1:
@@ -299,6 +325,7 @@ def _score(ns: argparse.Namespace) -> int:
             ns.tokenizer,
             _family_arg(ns.family),
             template=template,
+            encoder_path=ns.encoder,
             mode=ns.mode,
             workers=ns.workers,
             on_error=ns.on_error,
@@ -306,7 +333,7 @@ def _score(ns: argparse.Namespace) -> int:
             progress=progress,
             interruptible=True,
         )
-    except DumpError as e:
+    except (DumpError, FamilyError, RenderError) as e:
         sys.stderr.write(f"tito-fast score: {e}\n")
         return 2
     seconds = time.perf_counter() - start
@@ -366,13 +393,19 @@ def _diff(ns: argparse.Namespace) -> int:
 
     from tito_fast import report
     from tito_fast.dump import BadRecord, read_dump
+    from tito_fast.families import FamilyError
+    from tito_fast.render import RenderError
     from tito_fast.score import Scorer
 
     if len(ns.inputs) > 2:
         sys.stderr.write("tito-fast diff: give a dump, or two id files\n")
         return 2
     template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    scorer = Scorer(_load_tokenizer(ns.tokenizer), _family_arg(ns.family), chat_template=template, mode="full")
+    try:
+        scorer = Scorer(_load_tokenizer(ns.tokenizer), _family_arg(ns.family), chat_template=template, mode="full", encoder_path=ns.encoder)
+    except (FamilyError, RenderError) as e:
+        sys.stderr.write(f"tito-fast diff: {e}\n")
+        return 2
     if len(ns.inputs) == 2:
         expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
         title = f"{ns.inputs[0]} vs {ns.inputs[1]}"
@@ -407,38 +440,58 @@ def _diff(ns: argparse.Namespace) -> int:
 def _verify_template(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tito_fast.families import get_tito_tokenizer
+    from tito_fast.families import FamilyError, TemplateNotAppendOnlyError, get_tito_tokenizer
+    from tito_fast.render import RenderError
     from tito_fast.verify import verify_family
 
     tok = _load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
     template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    tito = get_tito_tokenizer(tok, family, chat_template=template)
+    options = dict(chat_template=template, encoder_path=ns.encoder)
+    refused = ""
+    try:
+        try:
+            tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)
+        except TemplateNotAppendOnlyError as e:
+            refused = str(e)  # the family would refuse this template: replay it anyway to show where it breaks
+            tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, check_template=False, **options)
+    except (FamilyError, RenderError) as e:
+        sys.stderr.write(f"tito-fast verify-template: {e}\n")
+        return 2
     if not ns.quiet:
-        sys.stderr.write(f"verify-template: family {tito.family}, replaying conversations ...\n")
-    results = verify_family(tito)
+        sys.stderr.write(f"verify-template: family {tito.family}, template: {tito.template_source}\n")
+        for note in tito.notes:
+            sys.stderr.write(f"  note: {note}\n")
+        if refused:
+            sys.stderr.write(f"  refused when the family is built: {refused}\n")
+    results = verify_family(tito, thinking=ns.thinking)
     failed = [r for r in results if not r.ok and not r.skipped]
     if not ns.quiet:
-        rows = [("roles", "conversation", "turns", "result", "first divergence (expected | merged)")]
+        rows = [("roles", "thinking", "conversation", "turns", "result", "first divergence (expected | merged)")]
         for r in results:
             result = "pass" if r.ok else ("skip" if r.skipped else "FAIL")
-            detail = r.skipped or r.error
-            if r.divergence is not None:
+            detail = r.skipped or r.error or r.note
+            if r.divergence is not None and not r.ok:
                 detail = f"id {r.divergence}: {r.expected_text!r} | {r.actual_text!r}"
-            rows.append(("{" + ",".join(sorted(r.roles)) + "}", r.name, str(r.turns), result, detail))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+            mode = {True: "on", False: "off", None: "as given"}[r.thinking]
+            rows.append(("{" + ",".join(sorted(r.roles)) + "}", mode, r.name, str(r.turns), result, detail))
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
         for row in rows:
-            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] + "\n")
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5] + "\n")
         passed = sum(r.ok for r in results)
         skipped = sum(bool(r.skipped) for r in results)
         sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
     if ns.json:
-        text = json.dumps({"family": tito.family, "results": [r.to_dict() for r in results]}, indent=2, ensure_ascii=False)
+        text = json.dumps(
+            {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]},
+            indent=2,
+            ensure_ascii=False,
+        )
         if ns.json == "-":
             print(text)
         else:
             Path(ns.json).write_text(text + "\n", encoding="utf-8")
-    return 1 if failed or not any(r.ok for r in results) else 0
+    return 1 if failed or refused or not any(r.ok for r in results) else 0
 
 
 def main() -> None:

@@ -29,14 +29,17 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tito_fast._core import common_prefix_len, trim_trailing
 from tito_fast._core import merge_tokens as _merge
+from tito_fast.deepseek import Encoder, find_encoder, merge_thinking_kwargs, not_found_message, thinking_mode
 from tito_fast.encoder import FastEncoder
-from tito_fast.messages import Matcher, check_append_only
+from tito_fast.messages import AppendOnlyError, Matcher, check_append_only
 from tito_fast.render import RenderError, ToolPolicy, render, template_of
+from tito_fast.templates import FIXED_TEMPLATES, find_fixed_template, identify
 
 ALL_ROLES = frozenset({"tool", "user", "system", "assistant"})
 DUMMY_SYSTEM = {"role": "system", "content": "dummy system"}
@@ -48,6 +51,49 @@ class FamilyError(ValueError):
 
 class RenderDiffError(ValueError):
     """Rendering base + appended messages did not extend the base render."""
+
+
+class TurnNotProducibleError(ValueError):
+    """A replayed assistant turn cannot follow the template's generation prompt
+    (its render does not start with it), so no engine produced it with these kwargs."""
+
+
+@dataclass
+class ReplayOutcome:
+    """How a replayed conversation compares with its full render (`TitoTokenizer.check_replay`).
+
+    `status`: "pass" (equal ids), "retokenized" (the same text, other ids: a
+    seam the engine tokenizes apart, which the reference does not report),
+    "fail" (other text, or the merge raised), "skip" (the template cannot
+    render the conversation, or one of its turns cannot follow the
+    generation prompt). `divergence` is the first differing id.
+    """
+
+    status: Literal["pass", "retokenized", "fail", "skip"]
+    turns: int = 0
+    detail: str = ""
+    divergence: int | None = None
+    expected_text: str = ""
+    actual_text: str = ""
+    expected_ids: list[int] = field(default_factory=list)
+    actual_ids: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "retokenized")
+
+
+class TemplateNotAppendOnlyError(FamilyError):
+    """The chat template a family would use does not render append-only.
+
+    Attributes: `family`, `source` (which template), `divergence` (the first
+    id where the merged ids of a short canned replay depart from the full
+    render, or None when the replay itself failed), `detail`.
+    """
+
+    def __init__(self, message: str, *, family: str, source: str, divergence: int | None, detail: str) -> None:
+        super().__init__(message)
+        self.family, self.source, self.divergence, self.detail = family, source, divergence, detail
 
 
 @dataclass(frozen=True)
@@ -140,6 +186,14 @@ class FamilyConfig:
 # query ("cut-thinking"): under clear_thinking=False these edits keep it, so
 # a user turn can be appended without rewriting history.
 _KEEP_REASONING = ("{%- if loop.index0 > ns.last_query_index %}", "{%- if loop.index0 > ns.last_query_index or clear_thinking is false %}")
+# Qwen3 renders the <think> block of a non-last assistant turn only when it
+# has reasoning; the engine saw the block on every turn (the model always
+# emits it; with thinking off the generation prompt holds it), so under
+# clear_thinking=False every assistant turn keeps it, empty or not.
+_ALWAYS_THINK_BLOCK = (
+    "{%- if loop.last or (not loop.last and reasoning_content) %}",
+    "{%- if loop.last or (not loop.last and reasoning_content) or clear_thinking is false %}",
+)
 # Qwen3.5 refuses a conversation without a user query, which the synthetic
 # base (system + assistant) is; under clear_thinking=False it may render.
 _ALLOW_NO_QUERY = (
@@ -165,7 +219,7 @@ _DEEPSEEK_BOUNDARY = ("<｜User｜>", "<｜Assistant｜>")
 FAMILIES: dict[str, FamilyConfig] = {
     "default": FamilyConfig("default"),
     "qwen3": FamilyConfig(
-        "qwen3", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING,),  # type: ignore[arg-type]
+        "qwen3", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
     ),
     "qwen35": FamilyConfig(
         "qwen35", **_QWEN, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
@@ -173,7 +227,7 @@ FAMILIES: dict[str, FamilyConfig] = {
         template_patches=(_KEEP_REASONING, _ALLOW_NO_QUERY),
     ),
     "qwennext": FamilyConfig(
-        "qwennext", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING,),  # type: ignore[arg-type]
+        "qwennext", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
     ),
     "nemotron3": FamilyConfig(
         "nemotron3",
@@ -271,6 +325,85 @@ def _single_id(tokenizer: Any, name: str, what: str) -> int:
     return int(ids[0])
 
 
+def _template_or_none(tokenizer: Any) -> str | None:
+    try:
+        return template_of(tokenizer)
+    except RenderError:
+        return None
+
+
+#: Tools of the canned replay (and of `tito_fast.verify`'s conversations).
+CANNED_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
+
+
+def _weather_call(i: int, city: str) -> dict[str, Any]:
+    return {"id": f"call_{i}", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
+
+
+def thinking_on(kwargs: Mapping[str, Any]) -> bool:
+    """Whether template kwargs leave thinking on (`thinking_mode`, else
+    `enable_thinking`, else `thinking`; on unless one of them turns it off;
+    the reference's precedence, see `tito_fast.deepseek.thinking_mode`).
+
+    Example:
+        >>> thinking_on({"enable_thinking": False}), thinking_on({})
+        (False, True)
+    """
+    try:
+        return thinking_mode(dict(kwargs)) == "thinking"
+    except RenderError:  # a thinking_mode that is neither: the renderer will say so
+        return True
+
+
+def canned_conversations(roles: Collection[str], thinking: bool = True) -> list[list[dict[str, Any]]]:
+    """Short conversations whose messages after an assistant turn use only
+    `roles`, replayed when a family is built to check that its template is
+    append-only: one with every assistant-turn shape a template may render
+    differently (no reasoning key, "" and " " reasoning, tool calls without
+    content, several calls, content only, as last and non-last turns), and,
+    with `thinking`, one with reasoning on every turn; without `thinking`
+    (a model with thinking off) no turn has reasoning.
+
+    Example:
+        >>> [m["role"] for m in canned_conversations({"tool"})[0]]
+        ['system', 'user', 'assistant', 'tool', 'tool', 'assistant', 'tool', 'assistant']
+    """
+    shapes: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "", "tool_calls": [_weather_call(0, "Paris"), _weather_call(1, "Rome")]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "18"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21"},
+        {"role": "assistant", "content": "Checking Paris again.", "reasoning_content": "", "tool_calls": [_weather_call(2, "Paris")]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "19"},
+        {"role": "assistant", "content": "Paris 19, Rome 21.", "reasoning_content": " "},
+    ]
+    if "system" in roles:
+        shapes.append({"role": "system", "content": "Answer in one line."})
+    if "user" in roles:
+        shapes += [
+            {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "You're welcome."},
+            {"role": "user", "content": "Bye."},
+            {"role": "assistant", "content": "Bye.", "reasoning_content": "Close."},
+        ]
+    if not thinking:
+        return [[{k: v for k, v in m.items() if k != "reasoning_content"} for m in shapes]]
+    reasoned = [
+        {**m, "reasoning_content": f"Think {i}."} if m["role"] == "assistant" else m for i, m in enumerate(shapes)
+    ]
+    return [shapes, reasoned]
+
+
 class TitoTokenizer:
     """A family bound to a tokenizer: tokenizes appended messages and merges ids.
 
@@ -295,25 +428,65 @@ class TitoTokenizer:
         base_cache_size: int = 64,
         encoder_path: str | None = None,
         fast_encode: bool = True,
+        assistant_start_str: str | None = None,
+        allowed_append_roles: Collection[str] | None = None,
+        chat_template: str | None = None,
+        check_template: bool = True,
     ) -> None:
+        if tokenizer is None:
+            raise FamilyError("tokenizer must not be None")
         self.tokenizer = tokenizer
         self.config = config
         self.family = config.name
+        self._options: dict[str, Any] = dict(
+            tool_policy=tool_policy, matcher=matcher, backend=backend, base_cache_size=base_cache_size,
+            encoder_path=encoder_path, fast_encode=fast_encode, assistant_start_str=assistant_start_str,
+            allowed_append_roles=allowed_append_roles, chat_template=chat_template, check_template=check_template,
+        )
         kwargs = dict(chat_template_kwargs or {})
         for key, value in config.template_kwargs.items():
             if key in kwargs and kwargs[key] != value:
                 raise FamilyError(
-                    f"chat template kwarg {key}={kwargs[key]!r} conflicts with {value!r}, which family "
-                    f"{config.name!r} needs to render append-only"
+                    f"chat template kwarg {key}={kwargs[key]!r} conflicts with the value registered for family "
+                    f"{config.name!r}: {value!r}, which it needs to render append-only"
                 )
             kwargs[key] = value
+        #: Notes on choices made for this tokenizer (a narrowed role set, ...), for reports.
+        self.notes: list[str] = []
+        self.encoder: Any = None
+        self.encoder_info: Encoder | None = None
+        roles = config.allowed_roles
+        if config.encoder:
+            self.encoder_info = find_encoder(tokenizer, config.encoder, encoder_path)
+            if self.encoder_info is None:
+                raise FamilyError(not_found_message(config.name, config.encoder))
+            self.encoder = self.encoder_info.module
+            # The effective thinking mode, made explicit as the reference does (the engine forwards it).
+            kwargs["thinking"] = thinking_mode(kwargs) == "thinking"
+            if not self.encoder_info.keeps_history_reasoning and "user" in roles:
+                roles = roles - {"user"}
+                self.notes.append(
+                    f"the DeepSeek encoder ({self.encoder_info.origin}) drops the reasoning of assistant turns "
+                    f"before the last user message even with drop_thinking=False, so appending a user turn is not "
+                    f"append-only: allowed roles narrowed to {sorted(roles)} (Miles' vendored copy keeps it)"
+                )
         self.chat_template_kwargs: dict[str, Any] = kwargs
         self.tool_policy: ToolPolicy = tool_policy
         self.matcher = matcher
         self.backend: Literal["hf", "jinja"] = backend
-        self.allowed_append_roles: frozenset[str] = config.allowed_roles
+        if allowed_append_roles is not None:
+            requested = frozenset(allowed_append_roles)
+            if requested - ALL_ROLES:
+                raise FamilyError(f"allowed_append_roles has unknown roles {sorted(requested - ALL_ROLES)}; known: {sorted(ALL_ROLES)}")
+            if requested - roles:
+                raise FamilyError(
+                    f"family {config.name!r} cannot append {sorted(requested - roles)} append-only with this "
+                    f"template; allowed_append_roles must be a subset of {sorted(roles)}"
+                )
+            roles = requested
+        self.allowed_append_roles: frozenset[str] = roles
         self.max_trim_tokens: int = config.max_trim_tokens
-        self.assistant_start_str: str | None = config.assistant_start_str
+        self.assistant_start_str: str | None = assistant_start_str if assistant_start_str is not None else config.assistant_start_str
         self.trailing_token_ids: frozenset[int] = frozenset(
             _single_id(tokenizer, t, f"family {config.name} trailing") for t in config.trailing
         )
@@ -329,20 +502,6 @@ class TitoTokenizer:
             _single_id(tokenizer, t, f"family {config.name} drop_last_if_in") for t in config.drop_last_if_in
         )
         self.special_token_ids: set[int] | None = self._boundary()
-        self.encoder: Any = None
-        if config.encoder:
-            from tito_fast.deepseek import find_encoder, load_encoder
-
-            path = encoder_path or find_encoder(tokenizer, config.encoder)
-            if path is None:
-                raise FamilyError(
-                    f"family {config.name!r} renders with DeepSeek's encoding_{config.encoder}.py, which is not in "
-                    f"the tokenizer's directory; pass encoder_path="
-                )
-            self.encoder = load_encoder(str(path))
-        self.chat_template: str | None = config.chat_template
-        if self.chat_template is None and config.template_patches:
-            self.chat_template = patch_template(_own_template(tokenizer, config.name), config.template_patches, config.name)
         # A transformers fast tokenizer encodes exactly as its backend does
         # unless it splits special tokens itself.
         rust_tok = getattr(tokenizer, "backend_tokenizer", None)
@@ -354,6 +513,143 @@ class TitoTokenizer:
         self._cache_lock = threading.Lock()
         self._base_cache_size = base_cache_size
         self.renders = 0  # how many templates this object rendered (cache effect, for tests and benches)
+        self.chat_template: str | None = None
+        #: Which template renders for this family and why (see `_choose_template`).
+        self.template_source: str = ""
+        explicit = chat_template if chat_template is not None else config.chat_template
+        self.chat_template, self.template_source = self._choose_template(explicit, check_template)
+
+    # -- which template ----------------------------------------------------
+
+    def _choose_template(self, explicit: str | None, check: bool) -> tuple[str | None, str]:
+        """The template this family renders with (None: the tokenizer's own) and a note on why.
+
+        In order: DeepSeek's encoder (no template); a template given by the
+        caller (checked append-only unless it is a known fixed template or the
+        family is `default`); for a family without a fixed template, the
+        tokenizer's own template (with the family's declared edits, if any);
+        for one with a fixed template (Miles' `*_fixed.jinja`): the tokenizer's
+        own template when it is that file or passes a short canned replay, else
+        the fixed template from an installed package (`tito_fast.templates`),
+        else tito_fast's edit of the stock template (which renders the same
+        text), else `TemplateNotAppendOnlyError`.
+        """
+        c = self.config
+        if self.encoder_info is not None:
+            drops = "" if self.encoder_info.keeps_history_reasoning else (
+                "; it drops the reasoning of turns before the last user message, unlike Miles' vendored copy"
+            )
+            return None, f"DeepSeek's encoder ({self.encoder_info.origin}{drops})"
+        fixed_name = FIXED_TEMPLATES.get(c.name)
+        checks = check and c.name != "default"
+        if explicit is not None:
+            known = identify(explicit)
+            if known is not None:
+                return explicit, f"the chat_template argument (Miles' {known})"
+            if checks:
+                self._require_append_only(explicit, "the chat_template argument", fixed_name)
+                return explicit, "the chat_template argument (append-only: checked)"
+            return explicit, "the chat_template argument"
+        if fixed_name is None:
+            if c.template_patches:
+                return patch_template(_own_template(self.tokenizer, c.name), c.template_patches, c.name), (
+                    "the tokenizer's template with the family's edits"
+                )
+            return None, "the tokenizer's own template"
+        own = _template_or_none(self.tokenizer)
+        failure: tuple[int | None, str] | None = None
+        if own is not None:
+            if identify(own) == fixed_name:
+                return None, f"the tokenizer's template (Miles' {fixed_name})"
+            if checks:
+                failure = self._replay_check(own)
+                if failure is None:
+                    return None, "the tokenizer's own template (append-only: checked)"
+        fixed = find_fixed_template(c.name)
+        if fixed is not None:
+            return fixed.text, f"Miles' fixed template ({fixed.origin})"
+        if own is not None and c.template_patches:
+            try:
+                patched = patch_template(own, c.template_patches, c.name)
+            except FamilyError:
+                patched = None
+            if patched is not None and (not checks or self._replay_check(patched) is None):
+                return patched, f"the tokenizer's template with tito_fast's edit (renders as Miles' {fixed_name}; miles-tito-tokenizers is not installed)"
+        if not checks and own is not None:
+            return None, "the tokenizer's own template (not checked)"
+        self._raise_not_append_only("the tokenizer's own template" if own is not None else "no template", fixed_name, failure)
+        raise AssertionError("unreachable")
+
+    def _require_append_only(self, template: str, source: str, fixed_name: str | None) -> None:
+        failure = self._replay_check(template)
+        if failure is not None:
+            self._raise_not_append_only(source, fixed_name, failure)
+
+    def _raise_not_append_only(self, source: str, fixed_name: str | None, failure: tuple[int | None, str] | None) -> None:
+        at, detail = failure if failure is not None else (None, "the tokenizer has no chat template")
+        where = f"the merged ids depart from the full render at id {at}: {detail}" if at is not None else detail
+        advice = (
+            f"install miles-tito-tokenizers (pip install 'tito_fast[miles]') to render with Miles' {fixed_name}, or "
+            if fixed_name
+            else ""
+        )
+        raise TemplateNotAppendOnlyError(
+            f"family {self.family!r}: {source} does not render append-only with kwargs {self.chat_template_kwargs} "
+            f"(a short canned replay, roles {sorted(self.allowed_append_roles)}: {where}); {advice}pass "
+            f"chat_template= (--template FILE) with an append-only template for this model",
+            family=self.family,
+            source=source,
+            divergence=at,
+            detail=detail,
+        )
+
+    def _replay_check(self, template: str) -> tuple[int | None, str] | None:
+        """Replay the canned conversations with `template`; None when none of them
+        fails (retokenized seams and turns no engine could produce do not count),
+        else (first differing id or None, what differs)."""
+        saved = self.chat_template, self._fast_encode
+        self.chat_template, self._fast_encode = template, False  # the tokenizer's own encode: no encoder built for this
+        try:
+            skipped = ""
+            judged = 0
+            for messages in canned_conversations(self.allowed_append_roles, thinking_on(self.chat_template_kwargs)):
+                outcome = self.check_replay(messages, CANNED_TOOLS)
+                if outcome.status == "fail":
+                    where = (
+                        f"full render {outcome.expected_text!r}, merged {outcome.actual_text!r}"
+                        if outcome.divergence is not None
+                        else outcome.detail
+                    )
+                    return outcome.divergence, where
+                if outcome.status == "skip":
+                    skipped = skipped or outcome.detail
+                else:
+                    judged += 1
+            return None if judged else (None, f"no canned conversation could be replayed ({skipped})")
+        finally:
+            self.chat_template, self._fast_encode = saved
+            with self._cache_lock:
+                self._base_cache.clear()
+            self.renders = 0
+
+    def clone_with_chat_template_kwargs(self, request_kwargs: Mapping[str, Any]) -> TitoTokenizer:
+        """A copy of this family with a request's template kwargs on top of its own;
+        for DeepSeek families a request naming the thinking mode in any spelling
+        (`thinking_mode`, `enable_thinking`, `thinking`) replaces all of them.
+
+        Example:
+            >>> v4 = get_tito_tokenizer(tok, "deepseekv4", {"enable_thinking": False})  # doctest: +SKIP
+            >>> v4.clone_with_chat_template_kwargs({"thinking": True}).chat_template_kwargs  # doctest: +SKIP
+            {'drop_thinking': False, 'thinking': True}
+        """
+        if self.encoder is not None:
+            merged = merge_thinking_kwargs(self.chat_template_kwargs, dict(request_kwargs))
+        else:
+            merged = {**self.chat_template_kwargs, **request_kwargs}
+        options = dict(self._options)
+        if options["chat_template"] is None and self.chat_template is not None:
+            options["chat_template"], options["check_template"] = self.chat_template, False  # already chosen
+        return TitoTokenizer(self.tokenizer, self.config, merged, **options)
 
     def _boundary(self) -> set[int] | None:
         from tito_fast.comparator import TokenSeqComparator
@@ -492,6 +788,97 @@ class TitoTokenizer:
         merged = self.merge_ids(prefix_ids, incremental)
         return merged if isinstance(merged, list) else merged.tolist()
 
+    # -- replay: the ids a rollout accumulates -----------------------------
+
+    def completion_ids(
+        self,
+        history: list[dict[str, Any]],
+        reply: dict[str, Any],
+        tools: list[dict[str, Any]] | None = None,
+        opener: str | None = None,
+    ) -> list[int]:
+        """The ids a model generates for `reply` after `history`: the template's render
+        of that turn, less the trailing ids it does not generate (the whitespace the
+        template puts after its end token). `opener` is the render of `history` with
+        the generation prompt, when the caller has it already.
+
+        Raises `TurnNotProducibleError` (a `ValueError`) when the generation prompt
+        is not how the template renders the turn that follows it.
+        """
+        if opener is None:
+            opener = self.apply_chat_template(history, add_generation_prompt=True, tools=tools)
+        rendered = self.apply_chat_template(history + [reply], add_generation_prompt=False, tools=tools)
+        if not rendered.startswith(opener):
+            at = next((i for i, (x, y) in enumerate(zip(opener, rendered)) if x != y), len(opener))
+            raise TurnNotProducibleError(
+                f"message {len(history)}: the generation prompt is not how the template renders the assistant turn "
+                f"({opener[at:at + 30]!r} vs {rendered[at:at + 30]!r}), so no engine produced this turn with these kwargs"
+            )
+        ids = self.encode(rendered[len(opener) :])
+        while ids and ids[-1] in self.trailing_token_ids and not self.tokenizer.decode(ids[-1:]).strip():
+            ids.pop()
+        return ids
+
+    def replay(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> tuple[list[int], int]:
+        """The ids a rollout of `messages` accumulates with this family (the first
+        prompt rendered, each completion the template's render of the assistant
+        turn, each later prompt from `merge_tokens`), and its number of turns.
+
+        Raises the family's errors (`AppendOnlyError`, `RenderDiffError`,
+        `RenderError`) and `ValueError` when the template's generation prompt
+        is not how it renders the assistant turn that follows.
+        """
+        stored: list[int] | None = None
+        prev_end = 0
+        turns = 0
+        for k, msg in enumerate(messages):
+            if msg.get("role") != "assistant" or k == 0:
+                continue
+            history = messages[:k]
+            opener = self.apply_chat_template(history, add_generation_prompt=True, tools=tools)
+            if stored is None:
+                prompt = self.encode(opener)  # the first prompt is the render itself
+            else:
+                prompt = self.merge_tokens(messages[:prev_end], history, stored, tools)
+            stored = prompt + self.completion_ids(history, msg, tools, opener)
+            prev_end = k + 1
+            turns += 1
+        if stored is None:
+            raise ValueError("the conversation has no assistant turn after the first message")
+        return stored, turns
+
+    def check_replay(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> ReplayOutcome:
+        """Replay `messages` (`replay`) and compare the ids with the full render (after the family's trailing trims)."""
+        try:
+            expected = self.render_ids(messages, tools)
+        except RenderError as e:
+            return ReplayOutcome("skip", detail=f"the template cannot render it: {e}")
+        try:
+            actual, turns = self.replay(messages, tools)
+        except TurnNotProducibleError as e:
+            return ReplayOutcome("skip", detail=str(e))
+        except (AppendOnlyError, RenderDiffError, RenderError, ValueError) as e:
+            return ReplayOutcome("fail", detail=f"{type(e).__name__}: {e}")
+        e_ids, a_ids = trim_trailing(expected, self.trailing_token_ids), trim_trailing(actual, self.trailing_token_ids)
+        if e_ids == a_ids:
+            return ReplayOutcome("pass", turns)
+        at = common_prefix_len(e_ids, a_ids)
+        dec = self.tokenizer.decode
+        out = ReplayOutcome(
+            "fail",
+            turns,
+            divergence=at,
+            expected_text=dec(e_ids[max(0, at - 8) : at + 12], skip_special_tokens=False),
+            actual_text=dec(a_ids[max(0, at - 8) : at + 12], skip_special_tokens=False),
+            expected_ids=expected,
+            actual_ids=actual,
+        )
+        if dec(e_ids, skip_special_tokens=False) == dec(a_ids, skip_special_tokens=False):
+            out.status, out.detail = "retokenized", f"the same text, tokenized apart from id {at}"
+        else:
+            out.detail = "merged ids differ from the full render"
+        return out
+
     def create_comparator(self) -> Any:
         """A `TokenSeqComparator` with this family's assistant start, boundary ids and trims."""
         from tito_fast.comparator import TokenSeqComparator
@@ -509,44 +896,75 @@ class TitoTokenizer:
 
 def get_tito_tokenizer(
     tokenizer: Any,
-    family: str | FamilyConfig | Mapping[str, Any] = "default",
+    family: str | FamilyConfig | Mapping[str, Any] | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
+    assistant_start_str: str | None = None,
+    allowed_append_roles: Collection[str] | None = None,
+    *,
+    tokenizer_type: str | None = None,
     **options: Any,
 ) -> TitoTokenizer:
-    """A family bound to `tokenizer`.
+    """A family bound to `tokenizer`; the same call as the reference's
+    `get_tito_tokenizer` (and `miles-tito-tokenizers`').
+
+    The family renders with Miles' fixed chat template where Miles registers
+    one: the tokenizer's own template when it is that template or renders
+    append-only (checked by a short canned replay), else the file from an
+    installed `miles` or `miles-tito-tokenizers` package, else tito_fast's
+    edit of the stock template; `tito.template_source` says which.
 
     Args:
-        tokenizer: a transformers tokenizer (template included).
-        family: a name in `FAMILIES`, a `FamilyConfig`, or a dict for
-            `FamilyConfig.from_dict` (a format nobody ships).
+        tokenizer: a transformers tokenizer (template included); None raises.
+        family: a name in `FAMILIES` (`tokenizer_type=` is the reference's
+            name for it), a `FamilyConfig`, or a dict for
+            `FamilyConfig.from_dict` (a format nobody ships). Default "default".
         chat_template_kwargs: extra template kwargs; a value that conflicts
             with one the family pins is an error.
+        assistant_start_str: overrides the family's (comparator labels).
+        allowed_append_roles: a subset of the family's roles to allow.
         options: `tool_policy`, `matcher`, `fast_encode` (default True: encode
             with `tito_fast.encoder.FastEncoder` where it covers the
-            tokenizer), `encoder_path` (DeepSeek V3.2/V4's
-            encoder module), `backend` ("hf": the tokenizer's
-            `apply_chat_template`; "jinja": our environment, same output,
-            faster), `chat_template` (a template text replacing the
-            tokenizer's, e.g. a fixed one).
+            tokenizer), `encoder_path` (DeepSeek V3.2/V4's encoder module;
+            found where users have it otherwise, see `tito_fast.deepseek`),
+            `backend` ("hf": the tokenizer's `apply_chat_template`; "jinja":
+            our environment, same output, faster), `chat_template` (a template
+            text replacing the tokenizer's), `check_template` (default True:
+            replay a short conversation to check a template that is not a
+            known fixed one).
 
     Example:
         >>> tito = get_tito_tokenizer(tok, "glm47")  # doctest: +SKIP
         >>> tito.max_trim_tokens  # doctest: +SKIP
         1
     """
-    if isinstance(family, str):
-        try:
-            config = FAMILIES[family]
-        except KeyError:
-            raise FamilyError(f"unknown family {family!r}; known: {sorted(FAMILIES)}") from None
-    elif isinstance(family, FamilyConfig):
+    if tokenizer is None:
+        raise FamilyError("tokenizer must not be None")
+    if tokenizer_type is not None:
+        if family is not None and _family_name(family) != _family_name(tokenizer_type):
+            raise FamilyError(f"family {_family_name(family)!r} and tokenizer_type {_family_name(tokenizer_type)!r} disagree; pass one")
+        family = tokenizer_type
+    if family is None:
+        family = "default"
+    if isinstance(family, FamilyConfig):
         config = family
-    else:
+    elif isinstance(family, Mapping):
         config = FamilyConfig.from_dict(family)
-    template = options.pop("chat_template", None)
-    if template is not None:
-        config = replace(config, chat_template=template)
-    return TitoTokenizer(tokenizer, config, chat_template_kwargs, **options)
+    else:
+        name = _family_name(family)
+        try:
+            config = FAMILIES[name]
+        except KeyError:
+            raise FamilyError(f"unknown family {name!r}; known: {sorted(FAMILIES)}") from None
+    return TitoTokenizer(
+        tokenizer, config, chat_template_kwargs, assistant_start_str=assistant_start_str,
+        allowed_append_roles=allowed_append_roles, **options,
+    )
+
+
+def _family_name(family: Any) -> str:
+    """A family name from a string or an enum member (the reference's `TITOTokenizerType`)."""
+    value = getattr(family, "value", family)
+    return value if isinstance(value, str) else str(value)
 
 
 def family_names() -> list[str]:
@@ -559,9 +977,13 @@ __all__ = [
     "FamilyConfig",
     "FamilyError",
     "RenderDiffError",
+    "ReplayOutcome",
+    "TemplateNotAppendOnlyError",
     "TitoTokenizer",
+    "TurnNotProducibleError",
     "get_tito_tokenizer",
     "family_names",
     "patch_template",
+    "thinking_on",
 ]
 

@@ -66,9 +66,12 @@ def load_tokenizer(spec: str) -> Any:
     return AutoTokenizer.from_pretrained(spec)
 
 
-def build_scorer(tokenizer: str, family: Any, template: str | None = None, mode: Mode = "fast") -> Scorer:
-    """A `Scorer` from a tokenizer spec (directory or fixture:NAME), family and optional template text."""
-    return Scorer(load_tokenizer(tokenizer), family, chat_template=template, mode=mode)
+def build_scorer(
+    tokenizer: str, family: Any, template: str | None = None, mode: Mode = "fast", encoder_path: str | None = None
+) -> Scorer:
+    """A `Scorer` from a tokenizer spec (directory or fixture:NAME), family, optional template text
+    and optional DeepSeek encoder file."""
+    return Scorer(load_tokenizer(tokenizer), family, chat_template=template, mode=mode, encoder_path=encoder_path)
 
 
 def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRecord:
@@ -87,7 +90,7 @@ _WORKER: Scorer | None = None
 _FORK = sys.platform == "linux" and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode: Mode) -> None:
+def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode: Mode, encoder_path: str | None) -> None:
     """Build this process's scorer: from a tokenizer spec, or from a pickled
     `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild)."""
     global _WORKER
@@ -97,14 +100,14 @@ def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode
         tok, vocab = pickle.loads(tokenizer)
         if vocab is not None:
             vocab_module._CACHE[tok] = vocab
-        _WORKER = Scorer(tok, family, chat_template=template, mode=mode)
+        _WORKER = Scorer(tok, family, chat_template=template, mode=mode, encoder_path=encoder_path)
     else:
-        _WORKER = build_scorer(tokenizer, family, template, mode)
+        _WORKER = build_scorer(tokenizer, family, template, mode, encoder_path)
 
 
-def _describe_worker() -> tuple[str, bool, str | None, str]:
+def _describe_worker() -> tuple[str, bool, str | None, str, str]:
     assert _WORKER is not None
-    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason, _WORKER.encoder
+    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason, _WORKER.encoder, _WORKER.tito.template_source
 
 
 def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
@@ -136,6 +139,7 @@ def run_score(
     family: Any,
     *,
     template: str | None = None,
+    encoder_path: str | None = None,
     mode: Mode = "fast",
     workers: int = 1,
     on_error: OnError = "fail",
@@ -150,6 +154,8 @@ def run_score(
         tokenizer: a tokenizer directory, or `fixture:NAME`.
         family: a family name, or a `FamilyConfig` dict.
         template: a chat template text replacing the tokenizer's.
+        encoder_path: DeepSeek V3.2/V4's encoder module file (else found
+            where users have it).
         mode: "fast" (no re-encode of equal segments) or "full".
         workers: processes; 1 scores in this process.
         on_error: "fail" stops at the first bad record (the run is then
@@ -176,8 +182,9 @@ def run_score(
     start = time.perf_counter()
     if workers == 1:
         total = count_records(dump)
-        local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
+        local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
         family_name, fast_on, reason, encoder = local.family, local.fast_path, local.splitter.reason, local.encoder
+        template_source = local.tito.template_source
         outputs: Iterator[list[SessionResult | BadRecord]] = (
             [score_one(local, r) for r in c] for c in _chunks(read_dump(dump), chunk_size)
         )
@@ -194,7 +201,7 @@ def run_score(
         if _FORK:
             # Forked workers inherit the parent's scorer: no tokenizer load, no
             # byte-table build per worker. Only this thread runs while they fork.
-            _WORKER = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode)
+            _WORKER = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
             restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
             os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
@@ -207,11 +214,13 @@ def run_score(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(spec, family, template, mode),
+                initargs=(spec, family, template, mode, encoder_path),
             )
         try:
             # Forked workers hold the parent's scorer; spawned ones report theirs.
-            family_name, fast_on, reason, encoder = _describe_worker() if _FORK else pool.submit(_describe_worker).result()
+            family_name, fast_on, reason, encoder, template_source = (
+                _describe_worker() if _FORK else pool.submit(_describe_worker).result()
+            )
         except BrokenProcessPool as e:
             pool.shutdown(cancel_futures=True)
             raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
@@ -256,5 +265,6 @@ def run_score(
         complete=stopped_at is None,
         stopped_at=stopped_at,
         encoder=encoder,
+        template=template_source,
     )
     return ScoreRun(results, bad, summary, stopped_at, setup)

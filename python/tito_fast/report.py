@@ -35,6 +35,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("first divergence (median id)", "-" if s.first_divergence_median is None else f"{s.first_divergence_median:,.0f}"),
         ("differences by role", ", ".join(f"{k} {v}" for k, v in s.by_role.items()) or "-"),
         ("differences by kind", ", ".join(f"{k} {v}" for k, v in s.by_kind.items()) or "-"),
+        ("chat template", s.template),
         ("fast path", s.fast_path),
         ("encoder", s.encoder),
     ]

@@ -204,6 +204,8 @@ class Scorer:
         family: a family name, `FamilyConfig` or dict (`get_tito_tokenizer`).
         chat_template: a template text replacing the tokenizer's.
         mode: "fast" (default) or "full" (see the module doc).
+        encoder_path: DeepSeek V3.2/V4's encoder module (else found where
+            users have it, see `tito_fast.deepseek`).
         tito: an already built family (then tokenizer/family are ignored).
 
     Example:
@@ -219,10 +221,15 @@ class Scorer:
         chat_template: str | None = None,
         mode: Mode = "fast",
         tito: TitoTokenizer | None = None,
+        encoder_path: str | None = None,
     ) -> None:
         if mode not in ("fast", "full"):
             raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
-        self.tito = tito if tito is not None else get_tito_tokenizer(tokenizer, family, chat_template=chat_template, backend="jinja")
+        self.tito = (
+            tito
+            if tito is not None
+            else get_tito_tokenizer(tokenizer, family, chat_template=chat_template, backend="jinja", encoder_path=encoder_path)
+        )
         self.family = self.tito.family
         self.mode: Mode = mode
         self.cmp = self.tito.create_comparator()
@@ -429,6 +436,8 @@ class Summary:
     stopped_at: str | None = None
     #: what encoded texts (`Scorer.encoder`)
     encoder: str = "not recorded"
+    #: which chat template (or DeepSeek encoder) rendered, and why (`TitoTokenizer.template_source`)
+    template: str = "not recorded"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -445,6 +454,7 @@ def summarize(
     complete: bool = True,
     stopped_at: str | None = None,
     encoder: str = "not recorded",
+    template: str = "not recorded",
 ) -> Summary:
     """The reference's metrics (`tito_session_mismatch_rate/<version>` and
     `/<type>`: shares of sessions with any mismatch / one of that type) plus
@@ -509,6 +519,7 @@ def summarize(
         ci_failures=ci,
         stopped_at=stopped_at,
         encoder=encoder,
+        template=template,
     )
 
 

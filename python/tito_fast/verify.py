@@ -22,9 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_fast.families import RenderDiffError, TitoTokenizer
-from tito_fast.messages import AppendOnlyError
-from tito_fast.render import RenderError
+from tito_fast.families import TitoTokenizer, thinking_on
 
 ROLE_SETS: tuple[frozenset[str], ...] = (
     frozenset({"tool"}),
@@ -60,11 +58,16 @@ def _call(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
 
 
-def conversations(roles: frozenset[str], parallel_calls: bool = True) -> list[tuple[str, list[dict[str, Any]]]]:
+def conversations(roles: frozenset[str], parallel_calls: bool = True, thinking: bool = True) -> list[tuple[str, list[dict[str, Any]]]]:
     """Named conversations whose messages after each assistant turn use only `roles`.
 
-    Every assistant turn carries reasoning (a thinking model always emits
-    some); `parallel_calls=False` gives one tool call per turn.
+    With `thinking` the first two carry reasoning on every assistant turn and
+    the third ("assistant shapes") mixes every shape a template may render
+    differently: no reasoning key, "" and " " reasoning, content None, tool
+    calls without content, several calls, content only, each as a last and
+    as a non-last turn. Without `thinking` (a model with thinking off) no
+    assistant turn has reasoning. `parallel_calls=False` gives one tool call
+    per turn.
     """
     first_calls = [_call(0, "get_weather", {"city": "Paris"})]
     if parallel_calls:
@@ -97,7 +100,41 @@ def conversations(roles: frozenset[str], parallel_calls: bool = True) -> list[tu
             {"role": "assistant", "content": "You're welcome.", "reasoning_content": "Close politely."},
         ]
         out.append(("tool calls and user turns", chat))
+    out.append(("assistant shapes", _shapes(roles, parallel_calls)))
+    if not thinking:
+        out = [(name, [_without_reasoning(m) for m in msgs]) for name, msgs in out]
     return out
+
+
+def _shapes(roles: frozenset[str], parallel_calls: bool) -> list[dict[str, Any]]:
+    pair = [_call(6, "get_weather", {"city": "Oslo"})]
+    if parallel_calls:
+        pair.append(_call(7, "search", {"q": "Oslo events"}))
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "Plan trips."},
+        {"role": "user", "content": "A day in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(4, "search", {"q": "Oslo"})]},  # no reasoning key
+        {"role": "tool", "tool_call_id": "call_4", "content": "museums"},
+        {"role": "assistant", "content": "Found museums.", "reasoning_content": "", "tool_calls": [_call(5, "get_weather", {"city": "Oslo"})]},
+        {"role": "tool", "tool_call_id": "call_5", "content": "rain"},
+        {"role": "assistant", "content": None, "reasoning_content": " ", "tool_calls": pair},
+    ]
+    msgs += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in pair]
+    msgs.append({"role": "assistant", "content": "Museums in the morning, then a concert."})  # content only, no reasoning
+    if "user" in roles:
+        msgs += [
+            {"role": "user", "content": "Shorter?"},
+            {"role": "assistant", "content": "Museums, concert.", "reasoning_content": ""},
+            {"role": "user", "content": "And the weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [_call(8, "get_weather", {"city": "Oslo"})]},  # last: calls only
+        ]
+    return msgs
+
+
+def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("role") != "assistant" or "reasoning_content" not in message:
+        return message
+    return {k: v for k, v in message.items() if k != "reasoning_content"}
 
 
 @dataclass
@@ -106,10 +143,12 @@ class Result:
 
     roles: frozenset[str]
     name: str
+    thinking: bool | None = None  # enable_thinking of this replay (None: the family's kwargs as given)
     turns: int = 0
     ok: bool = False
     skipped: str = ""  # why the conversation could not be used with this template
     error: str = ""  # what failed
+    note: str = ""  # a passing replay's remark (a retokenized seam)
     divergence: int | None = None  # first differing id index (merged vs full render)
     expected_text: str = ""
     actual_text: str = ""
@@ -119,10 +158,12 @@ class Result:
         return {
             "roles": sorted(self.roles),
             "conversation": self.name,
+            "thinking": self.thinking,
             "turns": self.turns,
             "ok": self.ok,
             "skipped": self.skipped,
             "error": self.error,
+            "note": self.note,
             "first_divergence": self.divergence,
             "expected_text": self.expected_text,
             "actual_text": self.actual_text,
@@ -137,98 +178,66 @@ def completion_ids(
     tools: list[dict[str, Any]] | None = None,
     opener: str | None = None,
 ) -> list[int]:
-    """The ids a model generates for `reply` after `history`: the template's render
-    of that turn, less the trailing ids it does not generate (the whitespace the
-    template puts after its end token). `opener` is the render of `history` with
-    the generation prompt, when the caller has it already.
-
-    Raises `ValueError` when the generation prompt is not how the template
-    renders the turn that follows it.
-    """
-    if opener is None:
-        opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=tools)
-    rendered = tito.apply_chat_template(history + [reply], add_generation_prompt=False, tools=tools)
-    if not rendered.startswith(opener):
-        at = next((i for i, (x, y) in enumerate(zip(opener, rendered)) if x != y), len(opener))
-        raise ValueError(
-            f"message {len(history)}: the generation prompt is not how the template renders the assistant turn "
-            f"({opener[at:at + 30]!r} vs {rendered[at:at + 30]!r})"
-        )
-    ids = tito.encode(rendered[len(opener) :])
-    while ids and ids[-1] in tito.trailing_token_ids and not tito.tokenizer.decode(ids[-1:]).strip():
-        ids.pop()
-    return ids
+    """`tito.completion_ids(...)`: the ids a model generates for `reply` after `history`."""
+    return tito.completion_ids(history, reply, tools, opener)
 
 
 def replay(tito: TitoTokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> tuple[list[int], int]:
-    """The ids a rollout of `messages` accumulates with this family, and its number of turns.
+    """`tito.replay(...)`: the ids a rollout of `messages` accumulates, and its number of turns."""
+    return tito.replay(messages, tools)
 
-    Raises the family's errors (`AppendOnlyError`, `RenderDiffError`,
-    `RenderError`) and `ValueError` when the template's generation prompt
-    is not how it renders the assistant turn that follows.
+
+THINKING_CHOICES = ("on", "off", "both", "as-given")
+
+
+def verify_family(
+    tito: TitoTokenizer, role_sets: tuple[frozenset[str], ...] = ROLE_SETS, thinking: str = "as-given"
+) -> list[Result]:
+    """Replay every conversation under every role set the family allows and compare with the full render.
+
+    `thinking`: "on" replays the reasoning conversations with `enable_thinking=True`,
+    "off" conversations without reasoning with `enable_thinking=False`, "both" both,
+    "as-given" the family's kwargs as they are (conversations with reasoning unless
+    they turn thinking off).
     """
-    stored: list[int] | None = None
-    prev_end = 0
-    turns = 0
-    for k, msg in enumerate(messages):
-        if msg.get("role") != "assistant" or k == 0:
-            continue
-        history = messages[:k]
-        opener = tito.apply_chat_template(history, add_generation_prompt=True, tools=tools)
-        if stored is None:
-            prompt = tito.encode(opener)  # the first prompt is the render itself
-        else:
-            prompt = tito.merge_tokens(messages[:prev_end], history, stored, tools)
-        stored = prompt + completion_ids(tito, history, msg, tools, opener)
-        prev_end = k + 1
-        turns += 1
-    if stored is None:
-        raise ValueError("the conversation has no assistant turn after the first message")
-    return stored, turns
-
-
-def verify_family(tito: TitoTokenizer, role_sets: tuple[frozenset[str], ...] = ROLE_SETS) -> list[Result]:
-    """Replay every conversation under every role set the family allows and compare with the full render."""
+    if thinking not in THINKING_CHOICES:
+        raise ValueError(f"thinking must be one of {THINKING_CHOICES}, got {thinking!r}")
+    variants: list[tuple[bool | None, TitoTokenizer]] = []
+    if thinking in ("on", "both"):
+        variants.append((True, tito.clone_with_chat_template_kwargs({"enable_thinking": True})))
+    if thinking in ("off", "both"):
+        variants.append((False, tito.clone_with_chat_template_kwargs({"enable_thinking": False})))
+    if thinking == "as-given":
+        variants.append((None, tito))
     results = []
-    comparator = tito.create_comparator()
-    trim = set(tito.trailing_token_ids)
-    for roles in role_sets:
-        for parallel in (True, False):
-            for name, messages in conversations(roles, parallel_calls=parallel):
-                label = name + ("" if parallel else ", one call per turn")
-                r = Result(roles, label)
-                results.append(r)
-                if not roles <= tito.allowed_append_roles:
-                    r.skipped = f"the family allows only {sorted(tito.allowed_append_roles)} after an assistant turn"
-                    continue
-                try:
-                    expected = tito.render_ids(messages, TOOLS)
-                except RenderError as e:
-                    r.skipped = f"the template cannot render it: {e}"
-                    continue
-                try:
-                    actual, r.turns = replay(tito, messages, TOOLS)
-                except (AppendOnlyError, RenderDiffError, RenderError, ValueError) as e:
-                    r.error = f"{type(e).__name__}: {e}"
-                    continue
-                e_ids, a_ids = _trim(expected, trim), _trim(actual, trim)
-                if e_ids == a_ids:
-                    r.ok = True
-                    continue
-                from tito_fast import common_prefix_len
-
-                at = common_prefix_len(e_ids, a_ids)
-                r.divergence = at
-                dec = tito.tokenizer.decode
-                r.expected_text = dec(e_ids[max(0, at - 8) : at + 12], skip_special_tokens=False)
-                r.actual_text = dec(a_ids[max(0, at - 8) : at + 12], skip_special_tokens=False)
-                r.mismatches = [m.to_dict() for m in comparator.compare_sequences(expected, actual)]
-                r.error = "merged ids differ from the full render"
+    for mode, variant in variants:
+        comparator = variant.create_comparator()
+        for roles in role_sets:
+            for parallel in (True, False):
+                reasoning = mode if mode is not None else thinking_on(variant.chat_template_kwargs)
+                for name, messages in conversations(roles, parallel_calls=parallel, thinking=reasoning):
+                    label = name + ("" if parallel else ", one call per turn")
+                    r = Result(roles, label, thinking=mode)
+                    results.append(r)
+                    if not roles <= variant.allowed_append_roles:
+                        r.skipped = f"the family allows only {sorted(variant.allowed_append_roles)} after an assistant turn"
+                        continue
+                    _check(variant, comparator, messages, r)
     return results
 
 
-def _trim(ids: list[int], trim: set[int]) -> list[int]:
-    end = len(ids)
-    while end and ids[end - 1] in trim:
-        end -= 1
-    return ids[:end]
+def _check(tito: TitoTokenizer, comparator: Any, messages: list[dict[str, Any]], r: Result) -> None:
+    outcome = tito.check_replay(messages, TOOLS)
+    r.turns = outcome.turns
+    if outcome.status == "skip":
+        r.skipped = outcome.detail
+        return
+    r.ok = outcome.ok
+    r.divergence = outcome.divergence
+    r.expected_text, r.actual_text = outcome.expected_text, outcome.actual_text
+    if outcome.status == "retokenized":
+        r.note = f"retokenized at id {outcome.divergence}: the same text, other ids (the reference does not report it)"
+    elif not outcome.ok:
+        r.error = outcome.detail
+        if outcome.expected_ids:
+            r.mismatches = [m.to_dict() for m in comparator.compare_sequences(outcome.expected_ids, outcome.actual_ids)]
