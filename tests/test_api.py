@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tito_fast
-from tito_fast import _core, families, messages, reference, render
+from tito_fast import _core, deepseek, families, messages, reference, render, templates
 
 
 def _stub_text() -> str:
@@ -52,7 +52,7 @@ def test_stub_examples_run() -> None:
     assert runner.summarize(verbose=False).failed == 0
 
 
-@pytest.mark.parametrize("module", [tito_fast, reference, messages, families, render])
+@pytest.mark.parametrize("module", [tito_fast, reference, messages, families, render, deepseek, templates])
 def test_module_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0 and result.attempted > 0

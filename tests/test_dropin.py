@@ -365,3 +365,43 @@ def test_reference_parity_on_miles_loaded_tokenizers() -> None:
             if not {m["role"] for m in new[a:]} <= tito.allowed_append_roles:
                 continue
             assert tito.merge_tokens(old, new, [1, 2], TOOLS) == ref.merge_tokens(old, new, [1, 2], TOOLS)
+
+
+class _CharTokenizer:
+    """A minimal tokenizer: one id per character, no vocabulary methods beyond these."""
+
+    def __init__(self, name_or_path: str) -> None:
+        self.name_or_path = name_or_path
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        assert add_special_tokens is False
+        return [ord(c) for c in text]
+
+    def convert_tokens_to_ids(self, token: str) -> int:
+        return {"<｜User｜>": 1, "<｜Assistant｜>": 2}[token]
+
+
+@pytest.mark.parametrize(
+    "appended",
+    [
+        [{"role": "user", "content": "next question"}],
+        [{"role": "tool", "content": "out", "tool_call_id": "c0"}],
+        [{"role": "assistant", "content": "injected"}, {"role": "user", "content": "next"}],
+        [{"role": "assistant", "content": "one"}, {"role": "assistant", "content": "two"}, {"role": "user", "content": "next"}],
+    ],
+)
+def test_deepseek_synthetic_base_equals_real_history_with_a_keep_all_encoder(tmp_path: Path, appended: list[dict[str, Any]]) -> None:
+    # An encoder that keeps every turn's reasoning under drop_thinking=False (as Miles' vendored copy
+    # does) renders position-independently: the synthetic-base diff gives the real history's suffix.
+    tok = _CharTokenizer(str(tmp_path))
+    tito = get_tito_tokenizer(tok, "deepseekv32", encoder_path=str(_write_encoder(tmp_path / "enc", True)))
+    old: list[dict[str, Any]] = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "reasoning_content": "r",
+         "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+    ]
+    new = old + appended
+    before = tito.apply_chat_template(old, add_generation_prompt=False)
+    after = tito.apply_chat_template(new, add_generation_prompt=True)
+    assert after.startswith(before)
+    assert tito.tokenize_additional_messages(old, new) == tok.encode(after[len(before):])

@@ -121,7 +121,7 @@ def candidates(tokenizer: Any, version: str) -> list[tuple[str, str]]:
         if found is not None:
             out.append(("file", str(found)))
     root = getattr(tokenizer, "name_or_path", "") or ""
-    if root:
+    if isinstance(root, str) and root:
         for sub in ("", "encoding"):
             candidate = Path(root) / sub / f"encoding_{version}.py"
             if candidate.is_file():

@@ -317,10 +317,13 @@ def _single_id(tokenizer: Any, name: str, what: str) -> int:
         return int(added[name])
     vocab_id = tokenizer.convert_tokens_to_ids(name)
     unk = getattr(tokenizer, "unk_token_id", None)
-    if isinstance(vocab_id, int) and vocab_id != unk and tokenizer.convert_ids_to_tokens(vocab_id) == name:
-        return vocab_id
+    if isinstance(vocab_id, int) and vocab_id != unk:
+        back = getattr(tokenizer, "convert_ids_to_tokens", None)
+        token = back(vocab_id) if callable(back) else None
+        if token == name or not isinstance(token, str):  # a minimal tokenizer may not map ids back
+            return vocab_id
     ids = tokenizer.encode(name, add_special_tokens=False)
-    if len(ids) != 1:
+    if not isinstance(ids, list) or len(ids) != 1:
         raise FamilyError(f"{what}: {name!r} is not one token of this tokenizer (it encodes to {ids})")
     return int(ids[0])
 

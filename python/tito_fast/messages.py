@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -291,6 +292,28 @@ def resolve_matcher(matcher: str | Matcher) -> Matcher:
 def _call(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool:
     if matcher in BUILTIN:
         return matcher(stored, new)
+    return _checked(matcher, stored, new)
+
+
+def validated_matcher(matcher: Matcher) -> Matcher:
+    """`matcher` wrapped so that it raises `MatcherError` when it raises or returns
+    something other than a bool (the matcher itself stays reachable as `__wrapped__`).
+
+    Example:
+        >>> validated_matcher(lambda s, n: 1)({}, {})
+        Traceback (most recent call last):
+        ...
+        tito_fast.messages.MatcherError: the message matcher must return bool, got int (a matcher must return a bool)
+    """
+
+    @functools.wraps(matcher)
+    def validated(stored: dict[str, Any], new: dict[str, Any]) -> bool:
+        return _checked(matcher, stored, new)
+
+    return validated
+
+
+def _checked(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool:
     try:
         result = matcher(stored, new)
     except Exception as e:
