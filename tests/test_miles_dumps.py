@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -29,7 +29,7 @@ def _rows(family: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("mode", ["fast", "full"])
 @pytest.mark.parametrize("family", ["qwen3", "qwen35", "minimax_m27", "glm47"])
-def test_session_lists_equal_miles(family: str, mode: str) -> None:
+def test_session_lists_equal_miles(family: str, mode: Literal["fast", "full"]) -> None:
     rows = _rows(family)
     run = run_score(DATA / f"{family}.jsonl", f"fixture:{FIXTURE[family]}", family, mode=mode)
     assert not run.bad and len(run.results) == len(rows)
