@@ -94,7 +94,7 @@ def test_retry_further_back_is_refused() -> None:
     traj = Trajectory(tito)
     _run(traj, messages[:8])  # three generated turns
     before = (traj.token_ids, list(traj.messages))
-    with pytest.raises(RollbackError, match="discard 2 generated turns"):
+    with pytest.raises(RollbackError, match="discard_count=2 exceeds max_assistant_rollback_steps=1.*discard 2 generated turns"):
         traj.prepare(messages[:3] + [{**messages[3], "content": "changed"}], TOOLS)
     assert (traj.token_ids, traj.messages) == before  # nothing changed
     deep = Trajectory(tito, max_rollback_steps=2)

@@ -104,11 +104,14 @@ class Scorer:
         tokenizer: a tokenizer directory on every node (or `fixture:NAME`).
         family: a family name or a `FamilyConfig` dict.
         template: a chat template text replacing the tokenizer's.
+        encoder_path: DeepSeek V3.2/V4's encoder module file (else found where users have it).
         mode: "fast" or "full" (see `tito_fast.score`).
     """
 
-    def __init__(self, tokenizer: str, family: Any = "default", template: str | None = None, mode: Mode = "fast") -> None:
-        self.scorer = build_scorer(tokenizer, family, template, mode)
+    def __init__(
+        self, tokenizer: str, family: Any = "default", template: str | None = None, mode: Mode = "fast", encoder_path: str | None = None
+    ) -> None:
+        self.scorer = build_scorer(tokenizer, family, template, mode, encoder_path)
 
     def __call__(self, batch: Any) -> Any:
         return score_batch(batch, self.scorer)
