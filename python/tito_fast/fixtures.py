@@ -144,7 +144,8 @@ FAMILIES: dict[str, Family] = {
             "encoding_dsv4.py": _file(
                 "deepseek-v4", "encoding_dsv4.py", "bdbd57c132a1b3725042323d02b98b9d1df28e5f388f134399555d041f5055e0"
             ),
-        }
+        },
+        model_type="deepseek_v4",
     ),
     # The GLM-4.5 .. 4.7 tokenizer (as published with GLM-4.5V) and the GLM-4.7 template.
     "glm47": Family(
