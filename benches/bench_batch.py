@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import tito_fast
-from tito_fast import reference
 from benches.data import ids
+from tito_fast.testing import reference
 
 ROWS, WIDTH = 10_000, 8_000
 

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tito_fast.comparator import TokenSeqComparator
-from tito_fast.reference import ReferenceComparator
 from benches.sessions import session_ids, tokenizer, with_differences
+from tito_fast.compare.comparator import TokenSeqComparator
+from tito_fast.testing.reference import ReferenceComparator
 
 START = "<|im_start|>assistant"
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tito_fast.encoder import FastEncoder
-from tito_fast.families import get_tito_tokenizer
 from benches.bench_trajectory import TOOLS, agent_session
 from benches.sessions import tokenizer
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.tokenizer.encoder import FastEncoder
 
 
 def _texts(family: str, tito_family: str) -> dict[str, str]:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tito_fast
-from tito_fast import reference
 from benches.data import diverging_copy, ids, numpy_lcp
+from tito_fast.testing import reference
 
 SIZES = {"1k": 1_000, "32k": 32_000, "1M": 1_000_000, "16M": 16_000_000}
 QUICK_MAX = 32_000

@@ -2,7 +2,7 @@
 
 The reference pipeline, per session: render the messages with the
 tokenizer's `apply_chat_template`, encode the whole text, compare with the
-plain reference comparator (`tito_fast.reference.ReferenceComparator`).
+plain reference comparator (`tito_fast.testing.reference.ReferenceComparator`).
 tito_fast: `run_score` on the JSONL dump (it also parses the file), fast
 path, one process and two worker processes (their start-up, a tokenizer
 load per worker, included), and `tito_fast_full`: one process encoding
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tito_fast import reference
-from tito_fast.dump import Record, read_dump, write_jsonl
-from tito_fast.job import run_score
-from tito_fast.score import Scorer
 
 from benches.bench_trajectory import TOOLS, agent_session
 from benches.sessions import tokenizer
+from tito_fast.score.dump import Record, read_dump, write_jsonl
+from tito_fast.score.run import run_score
+from tito_fast.score.scorer import Scorer
+from tito_fast.testing import reference
 
 
 @functools.cache

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import tito_fast
-from tito_fast import reference
 from benches.data import ids
+from tito_fast.testing import reference
 
 TURNS, PER_TURN = 300, 300
 

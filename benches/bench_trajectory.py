@@ -6,7 +6,7 @@ with list slices and keeps a full copy of the ids. tito_fast does the same
 work with one render when the base render is cached (it depends only on the
 last assistant's tool calls, the tools and the kwargs; the
 `tito_fast_jinja` row renders with tito_fast's own environment), encodes
-the appended text with its Rust encoder (`tito_fast.encoder`; the
+the appended text with its Rust encoder (`tito_fast.tokenizer.encoder`; the
 `tito_fast_tokenizer_encode` row uses the tokenizer's encode instead, to
 show what the encoder is worth), splices and checks in Rust, and keeps one
 TokenBuffer. All must produce identical ids at every turn.
@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from tito_fast import reference
-from tito_fast.families import get_tito_tokenizer
-from tito_fast.trajectory import Trajectory
-from tito_fast.verify import completion_ids
 from benches.sessions import WORDS, tokenizer
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.session.trajectory import Trajectory
+from tito_fast.session.verify import completion_ids
+from tito_fast.testing import reference
 
 TOOLS = [
     {

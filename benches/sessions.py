@@ -6,7 +6,7 @@ import functools
 import random
 from typing import Any
 
-from tito_fast import fixtures
+from tito_fast.testing import fixtures
 
 WORDS = (
     "the model calls a tool to read the file then checks the result and writes a short answer with code "

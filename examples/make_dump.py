@@ -3,7 +3,7 @@
 Sessions are agent conversations (system, user, assistant turns with
 reasoning and tool calls, tool results, sometimes a user follow-up). Clean
 sessions carry the ids a rollout accumulates with the family's merge
-(`tito_fast.verify.replay`, the reference algorithm); faulty ones carry ids
+(`tito_fast.session.verify.replay`, the reference algorithm); faulty ones carry ids
 with one planted fault, labelled in `metadata`:
 
 - `retokenize_drift`: a generated token replaced by two that decode to the
@@ -31,10 +31,10 @@ import random
 import re
 from typing import Any
 
-from tito_fast.dump import write_jsonl, write_parquet
-from tito_fast.families import get_tito_tokenizer
-from tito_fast.job import load_tokenizer
-from tito_fast.verify import replay
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.score.dump import write_jsonl, write_parquet
+from tito_fast.score.run import load_tokenizer
+from tito_fast.session.verify import replay
 
 WORDS = (
     "the model reads file src/main.rs and then runs the tests; 3 failed with an error in parse() "

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import tito_fast
-from tito_fast import reference
+from tito_fast.testing import reference
 
 ids_st = st.lists(st.integers(0, 2**32 - 1) | st.integers(0, 9), max_size=8)
 

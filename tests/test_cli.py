@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tito_fast.cli import cli
+from tito_fast.cli.main import cli
 
 
 def test_demo_finds_every_planted_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,7 +44,7 @@ def test_console_script_and_module_entry_points() -> None:
 
 
 def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: Any) -> None:
-    from tito_fast.cli import cli
+    from tito_fast.cli.main import cli
 
     out = tmp_path / "v.json"
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--json", str(out)) == 0
@@ -75,8 +75,8 @@ def test_verify_template_explains_deepseek_v3(capsys: Any) -> None:
 
 
 def test_verify_template_shows_what_the_family_would_refuse(tmp_path: Any, capsys: Any) -> None:
-    from tito_fast import fixtures
-    from tito_fast.cli import cli
+    from tito_fast.cli.main import cli
+    from tito_fast.testing import fixtures
 
     stock = json.loads((fixtures.tokenizer_dir("qwen3") / "tokenizer_config.json").read_text())["chat_template"]
     path = tmp_path / "stock.jinja"
@@ -93,7 +93,7 @@ def test_verify_template_shows_what_the_family_would_refuse(tmp_path: Any, capsy
 
 
 def test_verify_template_thinking_and_kwargs(capsys: Any) -> None:
-    from tito_fast.cli import cli
+    from tito_fast.cli.main import cli
 
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--thinking", "off") == 0
     text = capsys.readouterr().out
@@ -107,7 +107,7 @@ def test_verify_template_thinking_and_kwargs(capsys: Any) -> None:
 
 
 def test_encoder_option(tmp_path: Any, capsys: Any) -> None:
-    from tito_fast.cli import cli
+    from tito_fast.cli.main import cli
 
     missing = str(tmp_path / "encoding_dsv32.py")
     assert cli("verify-template", "--tokenizer", "fixture:deepseek_v32", "--family", "deepseekv32", "--encoder", missing) == 2

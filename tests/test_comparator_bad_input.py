@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tito_fast import TokenInputError, TokenSeqComparator
-from tito_fast.reference import ReferenceComparator
 from tests.test_comparator_parity import _session, _tokenizer
+from tito_fast import TokenInputError, TokenSeqComparator
+from tito_fast.testing.reference import ReferenceComparator
 
 START = "<|im_start|>assistant"
 

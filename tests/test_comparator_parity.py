@@ -1,7 +1,7 @@
 """TokenSeqComparator against the plain reference comparator, on real tokenizers.
 
 Sessions are rendered with each family's real chat template and tokenizer
-(see tito_fast.fixtures), then perturbed by hypothesis: other content ids,
+(see tito_fast.testing.fixtures), then perturbed by hypothesis: other content ids,
 other special ids, deletions, insertions, pure retokenizations (same text,
 other ids) and whitespace edits. The `to_dict()` lists must be identical.
 """
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tito_fast import fixtures
-from tito_fast.comparator import MismatchType, TokenSeqComparator
-from tito_fast.reference import ReferenceComparator
+from tito_fast.compare.comparator import MismatchType, TokenSeqComparator
+from tito_fast.testing import fixtures
+from tito_fast.testing.reference import ReferenceComparator
 
 ASSISTANT_START = {
     "qwen3": "<|im_start|>assistant",

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tito_fast import TokenSeqComparator
-from tito_fast.diagnosis import RoleScheme, classify
 from tests.test_comparator_parity import ASSISTANT_START, _tokenizer
+from tito_fast import TokenSeqComparator
+from tito_fast.compare.diagnosis import RoleScheme, classify
 
 MESSAGES = [
     {"role": "system", "content": "You are a careful agent."},

@@ -14,16 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tito_fast import deepseek, fixtures, templates
-from tito_fast.families import (
-    FamilyError,
-    TemplateNotAppendOnlyError,
-    canned_conversations,
-    get_tito_tokenizer,
-)
-from tito_fast.reference import ReferenceTito
-from tito_fast.render import RenderError
-from tito_fast.verify import TOOLS, conversations, verify_family
+from tito_fast.chat import deepseek, templates
+from tito_fast.chat.canned import canned_conversations
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.errors import FamilyError, RenderError, TemplateNotAppendOnlyError
+from tito_fast.session.verify import TOOLS, conversations, verify_family
+from tito_fast.testing import fixtures
+from tito_fast.testing.reference import ReferenceTito
 
 # fixture tokenizer -> families whose Miles fixed template is in miles-tito-tokenizers
 FIXED = [
@@ -281,10 +278,10 @@ def test_request_thinking_replaces_the_startup_mode(family: str) -> None:
 
 def test_deepseek_v32_encoder_from_the_package() -> None:
     tito = get_tito_tokenizer(_tok("deepseek_v32"), "deepseekv32")
-    assert tito.encoder_info is not None and "miles-tito-tokenizers" in tito.encoder_info.origin
+    assert tito.deepseek is not None and "miles-tito-tokenizers" in tito.deepseek.origin
     # DeepSeek's own encoder (as the package ships it) drops earlier reasoning once a user turn
     # follows, even with drop_thinking=False: a user append cannot be append-only.
-    assert not tito.encoder_info.keeps_history_reasoning
+    assert not tito.deepseek.keeps_history_reasoning
     assert "user" not in tito.allowed_append_roles and tito.notes
     assert all(r.ok for r in verify_family(tito, thinking="both") if not r.skipped)
 
@@ -320,7 +317,7 @@ def test_deepseek_encoder_is_found_where_users_have_it(tmp_path: Path, no_miles_
     assert "--encoder FILE" in str(e.value) and "tito_fast[miles]" in str(e.value)
     # an explicit file; a keep-all-reasoning encoder (like Miles' vendored copy) keeps user appends
     explicit = get_tito_tokenizer(tok, "deepseekv32", encoder_path=str(_write_encoder(tmp_path / "x", True)))
-    assert explicit.encoder_info is not None and explicit.encoder_info.keeps_history_reasoning
+    assert explicit.deepseek is not None and explicit.deepseek.keeps_history_reasoning
     assert "user" in explicit.allowed_append_roles and not explicit.notes
     # next to a tokenizer, then in its encoding/ folder
     root = tmp_path / "model"
@@ -328,11 +325,11 @@ def test_deepseek_encoder_is_found_where_users_have_it(tmp_path: Path, no_miles_
     tok.name_or_path = str(root)
     _write_encoder(root / "encoding", False)
     found = get_tito_tokenizer(tok, "deepseekv32")
-    assert found.encoder_info is not None and found.encoder_info.origin.endswith("encoding/encoding_dsv32.py")
+    assert found.deepseek is not None and found.deepseek.origin.endswith("encoding/encoding_dsv32.py")
     assert "user" not in found.allowed_append_roles
     _write_encoder(root, True)
     first = get_tito_tokenizer(tok, "deepseekv32")
-    assert first.encoder_info is not None and first.encoder_info.origin == f"file {root / 'encoding_dsv32.py'}"
+    assert first.deepseek is not None and first.deepseek.origin == f"file {root / 'encoding_dsv32.py'}"
 
 
 def test_deepseek_v32_incremental_equals_the_real_history_suffix() -> None:

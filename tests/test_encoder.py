@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, Regex, Tokenizer
 from tokenizers import pre_tokenizers as pt
 
-from tito_fast import TokenInputError, _core, fixtures, get_tito_tokenizer
-from tito_fast.encoder import DEEPSEEK_SPLITS, O200K, PATTERNS, FastEncoder
-from tito_fast.render import RenderError
-from tito_fast.verify import ROLE_SETS, TOOLS, conversations
+from tito_fast import TokenInputError, _core, get_tito_tokenizer
+from tito_fast.errors import RenderError
+from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations
+from tito_fast.testing import fixtures
+from tito_fast.tokenizer.encoder import DEEPSEEK_SPLITS, O200K, PATTERNS, FastEncoder
 
 # fixture -> the pattern transformers loads it with
 COVERED = {

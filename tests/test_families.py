@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tito_fast import fixtures
-from tito_fast.families import FAMILIES, FamilyConfig, FamilyError, RenderDiffError, get_tito_tokenizer, patch_template
-from tito_fast.messages import AppendOnlyError
-from tito_fast.reference import ReferenceTito
-from tito_fast.verify import ROLE_SETS, TOOLS, conversations, verify_family
+from tito_fast.chat.families import FAMILIES, FamilyConfig, get_tito_tokenizer, patch_template
+from tito_fast.errors import AppendOnlyError, FamilyError, RenderDiffError
+from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations, verify_family
+from tito_fast.testing import fixtures
+from tito_fast.testing.reference import ReferenceTito
 
 # fixture tokenizer -> the family that renders it append-only
 PAIRS = [
@@ -50,8 +50,8 @@ def _reference(tito: Any) -> ReferenceTito:
         diff=c.diff,
         arguments=c.arguments,
         chat_template=tito.chat_template,
-        encoder=tito.encoder,
-        encoder_version=c.encoder or "dsv4",
+        encoder=tito.deepseek.module if tito.deepseek else None,
+        encoder_version=tito.deepseek.version if tito.deepseek else "dsv4",
     )
 
 
@@ -145,7 +145,7 @@ def test_family_attributes() -> None:
     cmp = k.create_comparator()
     assert cmp._assistant_start_str == "<|im_assistant|>" and middle not in cmp._special_ids
     v4 = get_tito_tokenizer(_tok("deepseek_v4"), "deepseekv4")
-    assert v4.encoder is not None and v4.max_trim_tokens == 0 and len(v4.trailing_token_ids) == 3
+    assert v4.deepseek is not None and v4.max_trim_tokens == 0 and len(v4.trailing_token_ids) == 3
     assert set(FAMILIES) >= {"default", "qwen3", "qwen35", "qwennext", "nemotron3", "glm47", "kimi25", "kimi26",
                              "minimax_m25", "minimax_m27", "deepseekv32", "deepseekv4", "inkling", "llama3"}
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from tito_fast import TokenSeqComparator, fixtures
-from tito_fast.reference import ReferenceComparator
 from tests.test_comparator_parity import _tokenizer
+from tito_fast import TokenSeqComparator
+from tito_fast.testing import fixtures
+from tito_fast.testing.reference import ReferenceComparator
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a coding agent."},

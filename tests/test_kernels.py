@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tito_fast
-from tito_fast import reference
 from tests.kinds import KINDS
+from tito_fast.testing import reference
 
 KIND_NAMES = sorted(KINDS)
 

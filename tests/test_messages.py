@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tito_fast.messages import AppendOnlyError, MatcherError, check_append_only, loose_tool_call, role_content_only, strict
+from tito_fast.chat.messages import check_append_only, loose_tool_call, role_content_only, strict
+from tito_fast.errors import AppendOnlyError, MatcherError
 
 
 def _call(args: object, index: int | None = None) -> dict[str, object]:

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import pytest
 
-from tito_fast.cli import cli
-from tito_fast.job import run_score
+from tito_fast.cli.main import cli
+from tito_fast.score.run import run_score
 
 DATA = Path(__file__).parent / "data" / "miles"
 FIXTURE = {"qwen3": "qwen3", "qwen35": "qwen35", "minimax_m27": "minimax_m27", "glm47": "glm47", "deepseekv32": "deepseek_v32"}
@@ -33,7 +33,7 @@ def test_session_lists_equal_miles(family: str, mode: Literal["fast", "full"]) -
     rows = _rows(family)
     run = run_score(DATA / f"{family}.jsonl", f"fixture:{FIXTURE[family]}", family, mode=mode)
     assert not run.bad and len(run.results) == len(rows)
-    ours = {r.session_id: r.mismatches for r in run.results}
+    ours = {r.session_id: [m.to_dict() for m in r.mismatches] for r in run.results}
     for row in rows:
         assert ours[row["session_id"]] == row["metadata"]["miles_mismatch"], (row["session_id"], row["metadata"]["scenario"])
     assert sum(bool(row["metadata"]["miles_mismatch"]) for row in rows) >= 3  # the dumps do hold differences
@@ -50,7 +50,7 @@ def test_deepseek_v32_lists_equal_miles_where_the_encoders_agree() -> None:
     # every list is equal: checked by hand, see the closing note.)
     rows = _rows("deepseekv32")
     run = run_score(DATA / "deepseekv32.jsonl", "fixture:deepseek_v32", "deepseekv32", on_error="skip")
-    ours = {r.session_id: r.mismatches for r in run.results}
+    ours = {r.session_id: [m.to_dict() for m in r.mismatches] for r in run.results}
     alike = [row for row in rows if row["metadata"]["deepseek_original_encoder_renders_alike"]]
     assert len(alike) >= 3
     for row in alike:

@@ -1,4 +1,4 @@
-"""`tito_fast.ray` on a local Ray cluster with 2 CPUs: the same results as one process."""
+"""`tito_fast.score.ray` on a local Ray cluster with 2 CPUs: the same results as one process."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tito_fast import fixtures
-from tito_fast.dump import to_arrow, write_parquet
-from tito_fast.job import run_score
-from tito_fast.ray import Scorer as RayScorer
-from tito_fast.ray import results_from_table, score_batch, summarize_table
-from tito_fast.score import Scorer
+
+from tito_fast.score.dump import to_arrow, write_parquet
+from tito_fast.score.ray import BatchScorer as RayScorer
+from tito_fast.score.ray import results_from_table, score_batch, summarize_table
+from tito_fast.score.run import run_score
+from tito_fast.score.scorer import Scorer
+from tito_fast.testing import fixtures
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore")  # Ray's own deprecation warnings
@@ -68,7 +69,8 @@ def test_ray_data_equals_single_process(tmp_path: Path) -> None:
     got = {r["session_id"]: r for r in table.to_pylist()}
     for r in single.results:
         row = got[r.session_id]
-        assert row["ok"] and json.loads(row["mismatches"]) == r.mismatches and json.loads(row["items"]) == r.items
+        assert row["ok"] and json.loads(row["mismatches"]) == [m.to_dict() for m in r.mismatches]
+        assert json.loads(row["items"]) == [i.to_dict() for i in r.items]
         assert row["first_divergence"] == r.first_divergence
     summary = summarize_table(table, family="qwen3")
     assert summary.metrics == single.summary.metrics and summary.by_kind == single.summary.by_kind

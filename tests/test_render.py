@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from tito_fast import fixtures
-from tito_fast.render import RenderError, canonical_tools, normalize_messages, render
-from tito_fast.verify import TOOLS, conversations
+from tito_fast.chat.render import normalize_messages, render
+from tito_fast.chat.tools import canonical_tools
+from tito_fast.errors import RenderError
+from tito_fast.session.verify import TOOLS, conversations
+from tito_fast.testing import fixtures
 
 FAMILIES = ["qwen3", "qwen35", "glm47", "minimax_m27", "llama31", "kimi_k2", "deepseek_v3"]
 
@@ -104,20 +106,20 @@ def test_template_errors_are_render_errors() -> None:
 
 
 def test_deepseek_v4_encoder() -> None:
-    from tito_fast import deepseek
+    from tito_fast.chat import deepseek
 
     tok = _tok("deepseek_v4")
     found = deepseek.find_encoder(tok, "dsv4")
     assert found is not None and found.origin.endswith("deepseek_v4/encoding_dsv4.py") and found.keeps_history_reasoning
-    enc = found.module
+    enc = found
     msgs = [{"role": "user", "content": "hi"}]
-    with_prompt = render(tok, msgs, encoder=enc, add_generation_prompt=True, arguments="json")
-    without = render(tok, msgs, encoder=enc, arguments="json")
+    with_prompt = render(tok, msgs, deepseek=enc, add_generation_prompt=True, arguments="json")
+    without = render(tok, msgs, deepseek=enc, arguments="json")
     assert with_prompt == without + "<｜Assistant｜><think>" and without.startswith("<｜begin▁of▁sentence｜>")
-    chat = render(tok, msgs, encoder=enc, add_generation_prompt=True, arguments="json", thinking=False)
+    chat = render(tok, msgs, deepseek=enc, add_generation_prompt=True, arguments="json", thinking=False)
     assert chat.endswith("<｜Assistant｜></think>")
-    assert "get_weather" in render(tok, msgs, encoder=enc, tools=TOOLS, arguments="json")
+    assert "get_weather" in render(tok, msgs, deepseek=enc, tools=TOOLS, arguments="json")
     with pytest.raises(RenderError, match="takes no kwargs \\['clear_thinking'\\]"):
-        render(tok, msgs, encoder=enc, clear_thinking=False)
+        render(tok, msgs, deepseek=enc, clear_thinking=False)
     with pytest.raises(RenderError, match="does not exist"):
         deepseek.load_encoder("/nonexistent/encoding_dsv4.py")

@@ -9,9 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tito_fast import fixtures
-from tito_fast.job import run_score
-from tito_fast.report import (
+
+from tito_fast.score.report import (
     bar_chart,
     column_chart,
     html_report,
@@ -19,7 +18,10 @@ from tito_fast.report import (
     terminal_diff,
     text_table,
 )
-from tito_fast.score import Scorer, worst
+from tito_fast.score.run import run_score
+from tito_fast.score.scorer import Scorer
+from tito_fast.score.summary import worst
+from tito_fast.testing import fixtures
 
 DUMP = Path(__file__).resolve().parent.parent / "examples" / "qwen3_dump.jsonl"
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

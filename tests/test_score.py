@@ -13,13 +13,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tito_fast import fixtures, reference
-from tito_fast.cli import cli
-from tito_fast.dump import BadRecord, Record, read_dump, write_jsonl, write_parquet
-from tito_fast.job import run_score, score_one
-from tito_fast.render import RenderError
-from tito_fast.score import Scorer, summarize
-from tito_fast.verify import ROLE_SETS, TOOLS, conversations, replay
+
+from tito_fast.cli.main import cli
+from tito_fast.compare.alignment import Mismatch, MismatchType
+from tito_fast.errors import RenderError
+from tito_fast.score.dump import BadRecord, Record, read_dump, write_jsonl, write_parquet
+from tito_fast.score.run import run_score, score_one
+from tito_fast.score.scorer import ScoredItem, Scorer, SessionResult
+from tito_fast.score.summary import summarize
+from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations, replay
+from tito_fast.testing import fixtures, reference
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 QWEN_DUMP = EXAMPLES / "qwen3_dump.jsonl"
@@ -102,10 +105,10 @@ def test_fast_path_equals_full_path(tok_name: str, family: str) -> None:
             a, b = fast.score(rec), full.score(rec)
             assert a.mismatches == b.mismatches, (name, label)
             assert a.first_divergence == b.first_divergence, (name, label)
-            reported = [(x["type"], x["kind"], x["role"], x["message_index"], x["turn"]) for x in a.items if x["type"]]
-            assert reported == [(x["type"], x["kind"], x["role"], x["message_index"], x["turn"]) for x in b.items if x["type"]]
+            reported = [(x.type, x.kind, x.role, x.message_index, x.turn) for x in a.items if x.type]
+            assert reported == [(x.type, x.kind, x.role, x.message_index, x.turn) for x in b.items if x.type]
             if label == "clean" and tok_name != "deepseek_v3":  # its own template is not append-only
-                assert a.mismatches == [] and [x for x in b.items if x["type"]] == [], (name, b.items)
+                assert a.mismatches == [] and [x for x in b.items if x.type] == [], (name, b.items)
             else:
                 seen_kinds.add(label)
             if fast.fast_path and label == "clean":
@@ -126,7 +129,7 @@ def test_full_path_is_the_reference_session_check(tok_name: str, family: str) ->
             expected = tito.encode(tito.apply_chat_template(msgs, add_generation_prompt=False, tools=TOOLS))
             want = ref.compare(expected, variant)
             got = fast.score(Record("t:1", name, msgs, np.asarray(variant, dtype=np.uint32), tools=TOOLS)).mismatches
-            assert got == want, (name, label)
+            assert [m.to_dict() for m in got] == want, (name, label)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,8 +151,8 @@ def test_fast_path_parity_random_text_edits(data: Any) -> None:
 def _expect_found(results: list[Any], mode: str) -> None:
     for r in results:
         planted, expect = r.metadata["planted"], r.metadata["expect"]
-        assert sorted({m["type"] for m in r.mismatches}) == sorted(set(expect["types"])), (r.session_id, planted, r.mismatches)
-        kinds = {i["kind"] for i in r.items}
+        assert sorted({m.type.value for m in r.mismatches}) == sorted(set(expect["types"])), (r.session_id, planted, r.mismatches)
+        kinds = {i.kind for i in r.items}
         if planted == "none":
             assert r.items == []
         elif planted == "retokenize_drift":
@@ -176,10 +179,9 @@ def test_example_dump_planted_faults(dump: Path, tok_name: str, family: str) -> 
 
 def test_summary_metrics_follow_the_reference_definition() -> None:
     def res(types: list[str], turns: int, turn_of: list[int]) -> Any:
-        from tito_fast.score import SessionResult
-
-        items = [{"type": t, "kind": "content", "role": "assistant", "turn": k} for t, k in zip(types, turn_of)]
-        return SessionResult("s", "f:1", turns, 10, [{"type": t} for t in types], items, 3 if types else None, "fast")
+        items = [ScoredItem(t, "content", "assistant", 0, 0, (0, 1), (0, 1), "a", "b", turn=k) for t, k in zip(types, turn_of)]
+        mismatches = [Mismatch(MismatchType(t), 0, "a", "b") for t in types]
+        return SessionResult("s", "f:1", turns, 10, mismatches, items, 3 if types else None, "fast")
 
     results = [res([], 4, []), res(["assistant_text", "assistant_text"], 4, [1, 1]), res(["special_token_type"], 2, [0]), res([], 2, [])]
     s = summarize(results, [BadRecord("f:9", "bad")], family="qwen3", mode="fast", fast_path="on", metric_version="v2")
@@ -309,7 +311,7 @@ def test_workers_give_the_same_results(tmp_path: Path) -> None:
 
 def test_spawned_workers_give_the_same_results(tmp_path: Path, monkeypatch: Any) -> None:
     """The start method used where fork is not safe (macOS, Windows): each worker builds its scorer."""
-    from tito_fast import job
+    from tito_fast.score import run as job
 
     monkeypatch.setattr(job, "_FORK", False)
     rows = [json.loads(line) for line in QWEN_DUMP.read_text(encoding="utf-8").splitlines()][:10]
@@ -338,7 +340,7 @@ def test_cli_diff(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_jsonl_ranges_cover_every_line_once(tmp_path: Path) -> None:
-    from tito_fast.dump import jsonl_ranges, read_jsonl_range
+    from tito_fast.score.dump import jsonl_ranges, read_jsonl_range
 
     lines = QWEN_DUMP.read_bytes().split(b"\n")[:7]
     raw = lines[0] + b"\n\n" + b"\n".join(lines[1:5]) + b"\n{bad\n" + lines[5] + b"\n" + lines[6]  # blank line, bad line, no final newline
@@ -354,7 +356,7 @@ def test_jsonl_ranges_cover_every_line_once(tmp_path: Path) -> None:
 
 
 def test_interrupted_run_is_marked_incomplete(monkeypatch: Any) -> None:
-    from tito_fast import job
+    from tito_fast.score import run as job
 
     fast, _ = _scorers("qwen3", "qwen3")
     calls = {"n": 0}
@@ -369,7 +371,7 @@ def test_interrupted_run_is_marked_incomplete(monkeypatch: Any) -> None:
     monkeypatch.setattr(job, "score_one", interrupting)
     run = run_score(QWEN_DUMP, "fixture:qwen3", "qwen3", scorer=fast, interruptible=True)
     assert run.stopped_at == "interrupted" and not run.summary.complete and len(run.results) == 8  # whole chunks only
-    from tito_fast.report import html_report
+    from tito_fast.score.report import html_report
 
     assert "INCOMPLETE: the run stopped on an interrupt" in html_report(run.summary, [])
     with pytest.raises(KeyboardInterrupt):

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from tito_fast import PrefixMismatchError, fixtures
-from tito_fast.families import get_tito_tokenizer
-from tito_fast.messages import AppendOnlyError
-from tito_fast.trajectory import RollbackError, Trajectory
-from tito_fast.verify import TOOLS, completion_ids, conversations
+from tito_fast import PrefixMismatchError
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.errors import AppendOnlyError, RollbackError
+from tito_fast.session.trajectory import Trajectory
+from tito_fast.session.verify import TOOLS, completion_ids, conversations
+from tito_fast.testing import fixtures
 
 
 @functools.cache

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from tito_fast import fixtures
-from tito_fast.comparator import TokenSeqComparator
-from tito_fast.reference import ReferenceComparator
-from tito_fast.vocab import Vocab
 from tests.test_comparator_parity import FAMILIES, _session, _tokenizer
+from tito_fast.compare.comparator import TokenSeqComparator
+from tito_fast.testing import fixtures
+from tito_fast.testing.reference import ReferenceComparator
+from tito_fast.tokenizer.vocab import Vocab
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -186,7 +186,8 @@ def main() -> int:
         if family == "deepseekv32":
             # DeepSeek's own V3.2 encoder (what miles-tito-tokenizers ships) renders some sessions
             # unlike Miles' vendored copy: say which, so the parity test knows what to expect.
-            from tito_fast import fixtures, get_tito_tokenizer
+            from tito_fast import get_tito_tokenizer
+            from tito_fast.testing import fixtures
 
             spec = importlib.util.find_spec("miles_tito_tokenizers.encoders.deepseek_v32")
             assert spec is not None and spec.origin, "pip install miles-tito-tokenizers"

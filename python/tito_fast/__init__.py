@@ -16,6 +16,7 @@ Example:
     2
 """
 
+from tito_fast import _compat
 from tito_fast._core import (
     PrefixMismatchError,
     TokenBuffer,
@@ -30,14 +31,20 @@ from tito_fast._core import (
     merge_tokens,
     trim_trailing,
 )
-from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator
-from tito_fast.encoder import FastEncoder
-from tito_fast.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
-from tito_fast.families import FamilyConfig, FamilyError, RenderDiffError, TitoTokenizer, get_tito_tokenizer
-from tito_fast.messages import AppendOnlyError
-from tito_fast.render import RenderError
-from tito_fast.trajectory import RollbackError, Trajectory
-from tito_fast.vocab import Vocab
+from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
+from tito_fast.compare.comparator import (
+    Mismatch,
+    MismatchType,
+    Segment,
+    TokenSeqComparator,
+)
+from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
+from tito_fast.errors import AppendOnlyError, FamilyError, RenderDiffError, RenderError, RollbackError
+from tito_fast.session.trajectory import Trajectory
+from tito_fast.tokenizer.encoder import FastEncoder
+from tito_fast.tokenizer.vocab import Vocab
+
+_compat.install()  # old module paths (tito_fast.comparator, tito_fast.job, ...) keep working
 
 __all__ = [
     "PrefixMismatchError",

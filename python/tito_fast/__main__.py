@@ -1,5 +1,5 @@
 """`python -m tito_fast` runs the command line."""
 
-from tito_fast.cli import main
+from tito_fast.cli.main import main
 
 main()

@@ -28,6 +28,13 @@ __all__ = [
     "__version__",
     "build_profile",
     "DETACH_MIN",
+    "VERDICT_UNKNOWN",
+    "VERDICT_SAME_TEXT",
+    "VERDICT_SPECIAL_TYPE",
+    "VERDICT_ASSISTANT_TEXT",
+    "VERDICT_NON_ASSISTANT_TEXT",
+    "Alignment",
+    "AddedTokenSplitter",
     "Segmenter",
     "BpeEncoder",
 ]
@@ -270,16 +277,51 @@ class TokenBuffer:
     def __reduce__(self) -> tuple[Any, ...]: ...
     def __setstate__(self, state: tuple[bytes, list[int], list[tuple[int, int, bytes]]], /) -> None: ...
 
-# What `Segmenter.align` returns: (kind, differing, verdicts, expected
-# segments (starts, special), actual segments, texts of reported pairs).
-_Alignment = tuple[
-    str,
-    npt.NDArray[np.int64],
-    npt.NDArray[np.int8],
-    tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-    tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]],
-    list[tuple[bytes, bytes] | None],
-]
+#: The verdict codes of `Alignment.verdicts` (`tito_fast.compare.alignment.Verdict` names them).
+VERDICT_UNKNOWN: Final[int]
+VERDICT_SAME_TEXT: Final[int]
+VERDICT_SPECIAL_TYPE: Final[int]
+VERDICT_ASSISTANT_TEXT: Final[int]
+VERDICT_NON_ASSISTANT_TEXT: Final[int]
+
+@final
+class Alignment:
+    """How two id sequences' segments line up (`Segmenter.align`).
+
+    `kind` is "aligned" (same segment structure), "count" (segment counts
+    differ) or "pattern" (same count, other special/content pattern).
+    `differing` lists the aligned pairs whose ids differ (empty unless
+    aligned); `verdicts[i]` classifies pair `differing[i]` (`VERDICT_*`):
+    same text from other ids, special ids differ, assistant text differs,
+    other text differs, or unknown (no byte table, an unknown id, a
+    character split at a segment edge). Segment i of a side is
+    `ids[starts[i]:starts[i+1]]` (after trimming), special or content.
+    `texts[i]` holds the pair's `(expected, actual)` UTF-8 texts when it is
+    reported and the byte table knows them, else None.
+
+    Example:
+        >>> import tito_fast
+        >>> a = tito_fast._core.Segmenter({9}).align([1, 9, 2], [1, 9, 3])
+        >>> a.kind, a.differing.tolist(), a.expected_starts.tolist()
+        ('aligned', [2], [0, 1, 2, 3])
+    """
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def differing(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def verdicts(self) -> npt.NDArray[np.int8]: ...
+    @property
+    def expected_starts(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def expected_special(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def actual_starts(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def actual_special(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def texts(self) -> list[tuple[bytes, bytes] | None]: ...
 
 @final
 class Segmenter:
@@ -318,21 +360,11 @@ class Segmenter:
         *,
         assistant_start: bytes | None = None,
         probe_ids: int = 20,
-    ) -> _Alignment:
-        """Trim both tails, segment both and align them.
-
-        Returns `(kind, differing, verdicts, expected_segments, actual_segments, texts)`:
-        kind is "aligned", "count" (segment counts differ) or "pattern"
-        (special/content pattern differs); `differing` lists aligned pairs whose
-        ids differ; `verdicts[i]` classifies pair `differing[i]`: 1 same text
-        (other ids), 2 special ids differ, 3 assistant text differs, 4 other
-        text differs, -1 unknown (no byte table, an unknown id, a character
-        split at a segment edge). A content segment opens an assistant message
-        when the special before it and its first `probe_ids` ids have a text
-        that starts with `assistant_start` (UTF-8 bytes). `texts[i]` holds the
-        pair's `(expected, actual)` UTF-8 texts when it is reported (verdict 2,
-        3 or 4) and the byte table knows them, else None.
-        """
+    ) -> Alignment:
+        """Trim both tails, segment both and align them (see `Alignment`). A
+        content segment opens an assistant message when the special before it
+        and its first `probe_ids` ids have a text that starts with
+        `assistant_start` (UTF-8 bytes)."""
     def align_batch(
         self,
         expected_seqs: Iterable[_TokenIds],
@@ -342,7 +374,7 @@ class Segmenter:
         assistant_start: bytes | None = None,
         probe_ids: int = 20,
         threads: int | None = None,
-    ) -> list[_Alignment]:
+    ) -> list[Alignment]:
         """`align` over many pairs, in parallel with the GIL released."""
     def __reduce__(self) -> tuple[Any, ...]: ...
 
@@ -386,3 +418,22 @@ class BpeEncoder:
     def clear_cache(self) -> None:
         """Forget the BPE results remembered per piece (up to 65,536 pieces of at most
         64 bytes); ids do not change, the next texts cost what a new encoder's do."""
+
+@final
+class AddedTokenSplitter:
+    """Splits a text at a tokenizer's added tokens as the tokenizer does before
+    encoding: the tokens that are not normalized in the raw text, then the
+    normalized ones in the text between, leftmost-longest in each pass.
+
+    Example:
+        >>> import tito_fast
+        >>> s = tito_fast._core.AddedTokenSplitter([("<|a|>", 7), ("<|a|>x", 8)], [("<t>", 9)])
+        >>> s.split("hi<|a|>x y<t>z")
+        (['hi', 8, ' y', 9, 'z'], [' y<t>z'])
+    """
+
+    def __new__(cls, raw_added: Sequence[tuple[str, int]], normalized_added: Sequence[tuple[str, int]]) -> Self: ...
+    def split(self, text: str) -> tuple[list[str | int], list[str]]:
+        """`(parts, checked)`: the texts and added-token ids of `text` in order, and
+        the first-pass texts in which normalized tokens were found (the tokenizer
+        finds those after normalizing, so they must be unchanged by it)."""

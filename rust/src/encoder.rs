@@ -11,34 +11,11 @@
 //! single words are not covered (the Python side does not build an encoder
 //! for them).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use unicode_normalization::{is_nfc_quick, IsNormalized};
 
+use crate::added::{AddedTokens, Part};
 use crate::bpe::Bpe;
 use crate::pretok::Splitter;
-
-/// Added tokens matched in one pass.
-#[derive(Debug, Clone)]
-struct AddedPass {
-    matcher: AhoCorasick,
-    ids: Vec<u32>,
-}
-
-impl AddedPass {
-    fn new(tokens: &[(String, u32)]) -> Result<Option<Self>, String> {
-        if tokens.is_empty() {
-            return Ok(None);
-        }
-        if let Some((t, id)) = tokens.iter().find(|(t, _)| t.is_empty()) {
-            return Err(format!("added token {id} is empty ({t:?})"));
-        }
-        let matcher = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(tokens.iter().map(|(t, _)| t.as_str()))
-            .map_err(|e| format!("cannot build the added-token matcher: {e}"))?;
-        Ok(Some(AddedPass { matcher, ids: tokens.iter().map(|&(_, id)| id).collect() }))
-    }
-}
 
 /// The text could not be encoded here: the caller uses the tokenizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +29,7 @@ pub struct Uncovered {
 pub struct Encoder {
     bpe: Bpe,
     pattern: Splitter,
-    raw: Option<AddedPass>,
-    normalized: Option<AddedPass>,
+    added: AddedTokens,
     nfc: bool,
 }
 
@@ -70,13 +46,7 @@ impl Encoder {
         normalized_added: &[(String, u32)],
         nfc: bool,
     ) -> Result<Self, String> {
-        Ok(Encoder {
-            bpe,
-            pattern,
-            raw: AddedPass::new(raw_added)?,
-            normalized: AddedPass::new(normalized_added)?,
-            nfc,
-        })
+        Ok(Encoder { bpe, pattern, added: AddedTokens::new(raw_added, normalized_added)?, nfc })
     }
 
     /// Forget the BPE results remembered per piece.
@@ -91,7 +61,7 @@ impl Encoder {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, Uncovered> {
         let mut out = Vec::with_capacity(text.len() / 3 + 4);
         let mut pieces = Vec::new();
-        split_added(self.raw.as_ref(), text, 0, &mut |start, part| match part {
+        self.added.split_raw(text, &mut |start, part| match part {
             Part::Token(id) => {
                 out.push(id);
                 Ok(())
@@ -100,7 +70,7 @@ impl Encoder {
                 if self.nfc && !seg.is_ascii() && is_nfc_quick(seg.chars()) != IsNormalized::Yes {
                     return Err(Uncovered { at: start });
                 }
-                split_added(self.normalized.as_ref(), seg, start, &mut |_, inner| {
+                self.added.split_normalized(seg, start, &mut |_, inner| {
                     match inner {
                         Part::Token(id) => out.push(id),
                         Part::Text(t) => {
@@ -117,36 +87,6 @@ impl Encoder {
         })?;
         Ok(out)
     }
-}
-
-enum Part<'a> {
-    Token(u32),
-    Text(&'a str),
-}
-
-/// Call `f` on the added tokens and non-empty texts between them, in order
-/// (`base` is `text`'s offset in the whole input, passed on to `f`).
-fn split_added<'a, E>(
-    pass: Option<&AddedPass>,
-    text: &'a str,
-    base: usize,
-    f: &mut dyn FnMut(usize, Part<'a>) -> Result<(), E>,
-) -> Result<(), E> {
-    let Some(pass) = pass else {
-        return if text.is_empty() { Ok(()) } else { f(base, Part::Text(text)) };
-    };
-    let mut last = 0;
-    for m in pass.matcher.find_iter(text) {
-        if m.start() > last {
-            f(base + last, Part::Text(&text[last..m.start()]))?;
-        }
-        f(base + m.start(), Part::Token(pass.ids[m.pattern().as_usize()]))?;
-        last = m.end();
-    }
-    if last < text.len() {
-        f(base + last, Part::Text(&text[last..]))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -10,9 +10,13 @@
 //! - [`merge`]: the family splice rules (append after, drop last) and trims.
 //! - [`buffer`]: an append-only session buffer with checkpoints.
 //! - [`batch`]: batch and CSR versions run on rayon.
-//! - [`pretok`], [`bpe`], [`encoder`]: an exact encoder for byte-level BPE
-//!   tokenizers with GPT-4 style pre-tokenizer patterns.
+//! - [`segment`], [`vocab`]: segmentation at boundary ids, alignment of two
+//!   segment lists, and the per-id byte table that decides most comparisons.
+//! - [`added`], [`pretok`], [`bpe`], [`encoder`]: an exact encoder for
+//!   byte-level BPE tokenizers with GPT-4 style pre-tokenizer patterns, and
+//!   the added-token split it shares with the score job.
 
+pub mod added;
 pub mod batch;
 pub mod bpe;
 pub mod buffer;

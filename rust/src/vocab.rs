@@ -111,6 +111,17 @@ pub enum Verdict {
     NonAssistantText = 4,
 }
 
+impl Verdict {
+    /// Every verdict with its name (the bindings export them as `VERDICT_<name>`).
+    pub const ALL: [(Verdict, &'static str); 5] = [
+        (Verdict::Unknown, "UNKNOWN"),
+        (Verdict::SameText, "SAME_TEXT"),
+        (Verdict::SpecialType, "SPECIAL_TYPE"),
+        (Verdict::AssistantText, "ASSISTANT_TEXT"),
+        (Verdict::NonAssistantText, "NON_ASSISTANT_TEXT"),
+    ];
+}
+
 /// The reference's assistant test for content segment `i` of `ids`, whose
 /// text is `text`: the text of the special id before it followed by the
 /// text of its first `probe` ids starts with `start`. None when the table

@@ -32,7 +32,7 @@ def main() -> int:
     sys.modules["miles_reference"] = ref
     spec.loader.exec_module(ref)
     from tito_fast import get_tito_tokenizer
-    from tito_fast.verify import ROLE_SETS, TOOLS, conversations
+    from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations
 
     bad = 0
     for folder, family in PAIRS:

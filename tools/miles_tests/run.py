@@ -84,7 +84,7 @@ _server.ProcessFn = _Callable[[str], _server.ProcessResult]
 sys.modules[_server.__name__] = _server
 
 from transformers import AutoTokenizer
-from tito_fast import fixtures
+from tito_fast.testing import fixtures
 
 _models = {models!r}
 _load = AutoTokenizer.from_pretrained.__func__

@@ -84,8 +84,52 @@ impl Segmenter {
     }
 }
 
-/// The Python form of an alignment (see `Segmenter.align`).
-fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligned) -> PyResult<Bound<'_, PyTuple>> {
+/// How two id sequences' segments line up (`Segmenter.align`).
+///
+/// `kind` is "aligned" (same segment structure), "count" (segment counts
+/// differ) or "pattern" (same count, other special/content pattern);
+/// `differing` lists the aligned pairs whose ids differ (empty unless
+/// aligned) and `verdicts` gives each of them a code (`VERDICT_*` of this
+/// module); `expected_starts` / `actual_starts` (segment i is
+/// `ids[starts[i]:starts[i+1]]`, after trimming) and `expected_special` /
+/// `actual_special` describe both sides; `texts` gives each differing
+/// pair's `(expected, actual)` UTF-8 texts when it is reported and the byte
+/// table knows them, else None.
+#[pyclass(frozen, module = "tito_fast._core", name = "Alignment")]
+pub struct PyAlignment {
+    #[pyo3(get)]
+    kind: &'static str,
+    #[pyo3(get)]
+    differing: Py<PyArray1<i64>>,
+    #[pyo3(get)]
+    verdicts: Py<PyArray1<i8>>,
+    #[pyo3(get)]
+    expected_starts: Py<PyArray1<i64>>,
+    #[pyo3(get)]
+    expected_special: Py<PyArray1<bool>>,
+    #[pyo3(get)]
+    actual_starts: Py<PyArray1<i64>>,
+    #[pyo3(get)]
+    actual_special: Py<PyArray1<bool>>,
+    #[pyo3(get)]
+    texts: Py<PyList>,
+}
+
+#[pymethods]
+impl PyAlignment {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Alignment(kind={:?}, differing={}, segments={}/{})",
+            self.kind,
+            self.differing.bind(py).len()?,
+            self.expected_special.bind(py).len()?,
+            self.actual_special.bind(py).len()?
+        ))
+    }
+}
+
+/// The Python form of an alignment.
+fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligned) -> PyResult<Bound<'_, PyAlignment>> {
     let (kind, differing, e, a) = match alignment {
         Alignment::Structure { expected, actual, pattern_only } => {
             (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)
@@ -93,7 +137,6 @@ fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligne
         Alignment::Aligned { expected, actual, differing } => ("aligned", differing, expected, actual),
     };
     let differing = PyArray1::from_vec(py, differing.into_iter().map(|i| i as i64).collect::<Vec<_>>());
-    let verdicts = PyArray1::from_vec(py, verdicts);
     let texts = PyList::empty(py);
     for t in &texts_in {
         match t {
@@ -101,18 +144,20 @@ fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligne
             None => texts.append(py.None())?,
         }
     }
-    let eb = bounds(py, &e, ne);
-    let ab = bounds(py, &a, na);
-    PyTuple::new(
+    let (es, esp) = bounds(py, &e, ne);
+    let (as_, asp) = bounds(py, &a, na);
+    Bound::new(
         py,
-        [
-            kind.into_pyobject(py)?.into_any(),
-            differing.into_any(),
-            verdicts.into_any(),
-            PyTuple::new(py, [eb.0.into_any(), eb.1.into_any()])?.into_any(),
-            PyTuple::new(py, [ab.0.into_any(), ab.1.into_any()])?.into_any(),
-            texts.into_any(),
-        ],
+        PyAlignment {
+            kind,
+            differing: differing.unbind(),
+            verdicts: PyArray1::from_vec(py, verdicts).unbind(),
+            expected_starts: es.unbind(),
+            expected_special: esp.unbind(),
+            actual_starts: as_.unbind(),
+            actual_special: asp.unbind(),
+            texts: texts.unbind(),
+        },
     )
 }
 
@@ -174,18 +219,13 @@ impl Segmenter {
         PyTuple::new(py, [starts.into_any(), special.into_any()])
     }
 
-    /// Trim both sequences, segment and align them.
+    /// Trim both sequences, segment and align them (an `Alignment`).
     ///
-    /// Returns `(aligned, differing, verdicts, (exp_starts, exp_special), (act_starts, act_special), texts)`
-    /// where `aligned` is "aligned", "count" or "pattern", `differing` lists the
-    /// aligned pairs whose ids differ (empty unless aligned), and `verdicts`
-    /// gives each of them a code: 1 same text, 2 special ids differ, 3
-    /// assistant text differs, 4 other text differs, -1 unknown (no byte
+    /// Each differing pair gets a verdict: same text, special ids differ,
+    /// assistant text differs, other text differs, or unknown (no byte
     /// table, an unknown id, a split character). The assistant test reads the
     /// special before a content segment and its first `probe_ids` ids, and
     /// asks whether their text starts with `assistant_start` (UTF-8).
-    /// `texts` gives each differing pair's `(expected, actual)` UTF-8 texts
-    /// when it is reported (verdict 2, 3 or 4) and the table knows them, else None.
     #[pyo3(signature = (expected, actual, trim_ids = None, *, assistant_start = None, probe_ids = 20))]
     fn align<'py>(
         &self,
@@ -195,7 +235,7 @@ impl Segmenter {
         trim_ids: Option<&Bound<'py, PyAny>>,
         assistant_start: Option<&[u8]>,
         probe_ids: usize,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    ) -> PyResult<Bound<'py, PyAlignment>> {
         let probe = Probe { start: assistant_start, ids: probe_ids };
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let (he, ha) = (extract(expected, "expected_ids")?, extract(actual, "actual_ids")?);

@@ -1,4 +1,4 @@
-"""Miles' rendering entry points, answered by tito_fast.render and tito_fast.deepseek."""
+"""Miles' rendering entry points, answered by tito_fast.chat.render and tito_fast.chat.deepseek."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from miles.utils.chat_template_utils.message_matcher_hub import (  # noqa: F401
     assert_messages_append_only_with_allowed_role,
     strict_message_matches,
 )
-from tito_fast import deepseek
-from tito_fast.render import RenderError, canonical_tools, normalize_messages, render
+from tito_fast.chat import deepseek
+from tito_fast.chat.render import canonical_tools, normalize_messages, render
+from tito_fast.errors import RenderError
 
 
 def _model_type(tokenizer: Any) -> str:
@@ -58,7 +59,7 @@ def apply_chat_template(
         if found is None:
             raise ValueError(deepseek.not_found_message(model_type, version))
         text = render(tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt, arguments="json",
-                      encoder=found.module, encoder_version=version, none_keys="drop", **kwargs)
+                      deepseek=found, none_keys="drop", **kwargs)
     else:
         try:
             text = render(tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt, none_keys="drop", **kwargs)
@@ -69,7 +70,7 @@ def apply_chat_template(
 
 def apply_chat_template_from_str(chat_template: str, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
                                  tools: list[dict[str, Any]] | None = None, **kwargs: Any) -> str:
-    from tito_fast.render import _compile  # noqa: F401  (the jinja backend renders as transformers does)
+    from tito_fast.chat.render import _compile  # noqa: F401  (the jinja backend renders as transformers does)
 
     class _NoTokenizer:
         special_tokens_map: dict[str, Any] = {}

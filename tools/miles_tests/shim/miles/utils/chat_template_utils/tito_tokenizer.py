@@ -1,4 +1,4 @@
-"""Miles' TITO tokenizer classes, each a tito_fast family (`tito_fast.families`).
+"""Miles' TITO tokenizer classes, each a tito_fast family (`tito_fast.chat.families`).
 
 Behaviour comes from tito_fast: the family table, template choice, kwargs
 pinning, thinking precedence, allowed roles, merges and the comparator. The
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tito_fast import families as _f
-from tito_fast import templates as _t
+from tito_fast.chat import families as _f
+from tito_fast.chat import templates as _t
 
 _folders = _t._folders()
 TEMPLATE_DIR = _folders[0][0] if _folders else Path("templates")

@@ -1,3 +1,3 @@
-"""Miles' comparator names, answered by tito_fast.comparator."""
+"""Miles' comparator names, answered by tito_fast.compare.comparator."""
 
-from tito_fast.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator  # noqa: F401
+from tito_fast.compare.comparator import Mismatch, MismatchType, Segment, TokenSeqComparator  # noqa: F401

@@ -1,4 +1,4 @@
-"""Miles' matcher hub names, answered by `tito_fast.messages`."""
+"""Miles' matcher hub names, answered by `tito_fast.chat.messages`."""
 
 from miles.utils.chat_template_utils.message_matcher_hub.funcs import (
     SessionMessageMatcherError,

@@ -1,11 +1,11 @@
-"""Matchers, the resolver and the append-only check from tito_fast.messages."""
+"""Matchers, the resolver and the append-only check from tito_fast.chat.messages."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any
 
-from tito_fast import messages as _m
+from tito_fast.chat import messages as _m
 
 SessionMessageMatcherError = _m.MatcherError
 strict_message_matches = _m.strict

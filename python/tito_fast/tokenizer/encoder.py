@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from tito_fast._core import BpeEncoder
-from tito_fast.vocab import PROBES, _backend, _byte_decoder
+from tito_fast.tokenizer.backend import require_backend
+from tito_fast.tokenizer.vocab import PROBES, byte_decoder
 
 _LETTERS = r"[^\r\n\p{L}\p{N}]?\p{L}+"
 #: Pre-tokenizer patterns the Rust splitter matches by hand, by their exact text.
@@ -86,7 +87,7 @@ class FastEncoder:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        self.backend = _backend(tokenizer)
+        self.backend = require_backend(tokenizer)
         self.fallbacks = 0
         self.rebuilds = 0
         fast = getattr(self.backend, "encode_batch_fast", None)
@@ -195,7 +196,7 @@ class FastEncoder:
                         ("end_of_word_suffix", (None, ""))]:  # fmt: skip
             if model.get(key) not in ok:
                 raise _Unsupported(f"BPE {key}={model.get(key)!r}")
-        table = {ord(c): b for c, b in _byte_decoder().items()}
+        table = {ord(c): b for c, b in byte_decoder().items()}
         vocab: dict[str, int] = model["vocab"]
         try:
             as_bytes = [tok.translate(table).encode("latin-1") for tok in vocab]

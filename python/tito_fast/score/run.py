@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast.dump import (
+from tito_fast.errors import ScoreError
+from tito_fast.score.dump import (
     BadRecord,
     Record,
     count_records,
@@ -31,17 +32,11 @@ from tito_fast.dump import (
     read_dump,
     read_jsonl_range,
 )
-from tito_fast.score import Mode, ScoreError, Scorer, SessionResult, Summary, summarize
+from tito_fast.score.scorer import Mode, Scorer, SessionResult
+from tito_fast.score.summary import Summary, summarize
+from tito_fast.testing import fixtures
 
 OnError = Literal["fail", "skip"]
-
-
-class RecordFailure(ValueError):
-    """`--on-error=fail` met a bad record: names its file, line/row and reason."""
-
-    def __init__(self, bad: BadRecord) -> None:
-        super().__init__(f"{bad.source}: {bad.reason}")
-        self.bad = bad
 
 
 @dataclass
@@ -58,8 +53,6 @@ class ScoreRun:
 def load_tokenizer(spec: str) -> Any:
     """A tokenizer from a directory, or `fixture:NAME` for a pinned test fixture."""
     if spec.startswith("fixture:"):
-        from tito_fast import fixtures
-
         return fixtures.load_tokenizer(spec.split(":", 1)[1])
     from transformers import AutoTokenizer
 
@@ -95,19 +88,32 @@ def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode
     `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild)."""
     global _WORKER
     if isinstance(tokenizer, bytes):
-        from tito_fast import vocab as vocab_module
-
         tok, vocab = pickle.loads(tokenizer)
         if vocab is not None:
-            vocab_module._CACHE[tok] = vocab
+            vocab.remember(tok)
         _WORKER = Scorer(tok, family, chat_template=template, mode=mode, encoder_path=encoder_path)
     else:
         _WORKER = build_scorer(tokenizer, family, template, mode, encoder_path)
 
 
-def _describe_worker() -> tuple[str, bool, str | None, str, str]:
+@dataclass(frozen=True)
+class ScorerFacts:
+    """What a run reports about its scorer (the same in every worker)."""
+
+    family: str
+    fast_path: bool
+    fast_path_reason: str | None
+    text_encoder: str
+    template: str
+
+    @classmethod
+    def of(cls, scorer: Scorer) -> ScorerFacts:
+        return cls(scorer.family, scorer.fast_path, scorer.splitter.reason, scorer.text_encoder, scorer.tito.template_source)
+
+
+def _describe_worker() -> ScorerFacts:
     assert _WORKER is not None
-    return _WORKER.family, _WORKER.fast_path, _WORKER.splitter.reason, _WORKER.encoder, _WORKER.tito.template_source
+    return ScorerFacts.of(_WORKER)
 
 
 def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
@@ -131,6 +137,101 @@ def _bounded_map(pool: ProcessPoolExecutor, chunks: Iterator[tuple[Any, ...]], a
             yield pending.popleft().result()
     while pending:
         yield pending.popleft().result()
+
+
+@dataclass
+class _Plan:
+    """Where a run's chunks of results come from, and how to stop their producers."""
+
+    total: int
+    outputs: Iterator[list[SessionResult | BadRecord]]
+    facts: ScorerFacts
+    close: Callable[[], None] = lambda: None
+
+
+_CHUNK = 8  # records per task
+
+
+def _local_plan(dump: str | Path, scorer: Scorer) -> _Plan:
+    """Score in this process."""
+    outputs = ([score_one(scorer, r) for r in c] for c in _chunks(read_dump(dump), _CHUNK))
+    return _Plan(count_records(dump), outputs, ScorerFacts.of(scorer))
+
+
+def _tasks(dump: str | Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
+    """(records, tasks): byte ranges of a JSONL file (the workers read their own
+    lines), else chunks of records read here."""
+    path = Path(dump)
+    if dump_format(path) == "jsonl" and not path.name.endswith(".gz"):
+        ranges = jsonl_ranges(path, _CHUNK)
+        return sum(r[3] for r in ranges), (("range", str(path), a, b, first) for a, b, first, _ in ranges)
+    return count_records(dump), (("records", c) for c in _chunks(read_dump(dump), _CHUNK))
+
+
+def _forked_plan(dump: str | Path, scorer: Scorer, workers: int) -> _Plan:
+    """Workers forked from this process, inheriting its scorer: no tokenizer load
+    and no byte-table build per worker. Only this thread runs while they fork."""
+    global _WORKER
+    total, tasks = _tasks(dump)
+    _WORKER = scorer
+    restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+
+    def close() -> None:
+        global _WORKER
+        pool.shutdown(wait=True, cancel_futures=True)
+        _WORKER = None
+        if restore_env is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = restore_env
+
+    return _Plan(total, _bounded_map(pool, tasks, 4 * workers), ScorerFacts.of(scorer), close)
+
+
+def _spawned_plan(dump: str | Path, init: tuple[Any, ...], workers: int) -> _Plan:
+    """Workers spawned afresh (where forking is not safe); each builds its scorer from `init`."""
+    total, tasks = _tasks(dump)
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=init
+    )
+    try:
+        facts = pool.submit(_describe_worker).result()
+    except BrokenProcessPool as e:
+        pool.shutdown(cancel_futures=True)
+        raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
+    return _Plan(total, _bounded_map(pool, tasks, 4 * workers), facts, lambda: pool.shutdown(wait=True, cancel_futures=True))
+
+
+def _collect(
+    plan: _Plan, on_error: OnError, progress: Callable[[int, int], None] | None, interruptible: bool
+) -> tuple[list[SessionResult], list[BadRecord], str | None]:
+    """The results and bad records of a plan, and where it stopped (None: it ran to the end)."""
+    results: list[SessionResult] = []
+    bad: list[BadRecord] = []
+    stopped_at: str | None = None
+    done = 0
+    try:
+        for chunk_out in plan.outputs:
+            for out in chunk_out:
+                done += 1
+                if isinstance(out, BadRecord):
+                    bad.append(out)
+                    if on_error == "fail":
+                        stopped_at = out.source
+                        break
+                else:
+                    results.append(out)
+            if progress is not None:
+                progress(done, plan.total)
+            if stopped_at is not None:
+                break
+    except KeyboardInterrupt:
+        if not interruptible:
+            raise
+        stopped_at = "interrupted"  # what was scored so far, marked incomplete
+    return results, bad, stopped_at
 
 
 def run_score(
@@ -172,99 +273,34 @@ def run_score(
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    results: list[SessionResult] = []
-    bad: list[BadRecord] = []
-    stopped_at: str | None = None
-    done = 0
-    chunk_size = 8
-    pool: ProcessPoolExecutor | None = None
-    restore_env: str | None = None
     start = time.perf_counter()
-    if workers == 1:
-        total = count_records(dump)
-        local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
-        family_name, fast_on, reason, encoder = local.family, local.fast_path, local.splitter.reason, local.encoder
-        template_source = local.tito.template_source
-        outputs: Iterator[list[SessionResult | BadRecord]] = (
-            [score_one(local, r) for r in c] for c in _chunks(read_dump(dump), chunk_size)
-        )
+    if workers > 1 and not _FORK:
+        spec: str | bytes = tokenizer
+        if scorer is not None:  # reuse the caller's tokenizer, family and byte table
+            spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
+            family, mode = scorer.tito.config, scorer.mode
+        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path), workers)
     else:
-        path = Path(dump)
-        if dump_format(path) == "jsonl" and not path.name.endswith(".gz"):
-            ranges = jsonl_ranges(path, chunk_size)  # workers read their own lines
-            total = sum(r[3] for r in ranges)
-            tasks: Iterator[tuple[Any, ...]] = (("range", str(path), a, b, first) for a, b, first, _ in ranges)
-        else:
-            total = count_records(dump)
-            tasks = (("records", c) for c in _chunks(read_dump(dump), chunk_size))
-        global _WORKER
-        if _FORK:
-            # Forked workers inherit the parent's scorer: no tokenizer load, no
-            # byte-table build per worker. Only this thread runs while they fork.
-            _WORKER = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
-            restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
-            os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-        else:
-            spec: str | bytes = tokenizer
-            if scorer is not None:  # reuse the caller's tokenizer, family and byte table
-                spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
-                family, mode = scorer.tito.config, scorer.mode
-            pool = ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker,
-                initargs=(spec, family, template, mode, encoder_path),
-            )
-        try:
-            # Forked workers hold the parent's scorer; spawned ones report theirs.
-            family_name, fast_on, reason, encoder, template_source = (
-                _describe_worker() if _FORK else pool.submit(_describe_worker).result()
-            )
-        except BrokenProcessPool as e:
-            pool.shutdown(cancel_futures=True)
-            raise RuntimeError("a scoring worker failed to start (its error is printed above)") from e
-        outputs = _bounded_map(pool, tasks, 4 * workers)
+        local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
+        mode = local.mode
+        plan = _local_plan(dump, local) if workers == 1 else _forked_plan(dump, local, workers)
     setup = time.perf_counter() - start
     try:
-        for chunk_out in outputs:
-            for out in chunk_out:
-                done += 1
-                if isinstance(out, BadRecord):
-                    bad.append(out)
-                    if on_error == "fail":
-                        stopped_at = out.source
-                        break
-                else:
-                    results.append(out)
-            if progress is not None:
-                progress(done, total)
-            if stopped_at is not None:
-                break
-    except KeyboardInterrupt:
-        if not interruptible:
-            raise
-        stopped_at = "interrupted"  # what was scored so far, marked incomplete
+        results, bad, stopped_at = _collect(plan, on_error, progress, interruptible)
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-            if _FORK:
-                _WORKER = None
-                if restore_env is None:
-                    os.environ.pop("TOKENIZERS_PARALLELISM", None)
-                else:
-                    os.environ["TOKENIZERS_PARALLELISM"] = restore_env
-    fast = "on" if fast_on else f"off ({'mode full' if mode == 'full' else reason})"
+        plan.close()
+    facts = plan.facts
+    fast = "on" if facts.fast_path else f"off ({'mode full' if mode == 'full' else facts.fast_path_reason})"
     summary = summarize(
         results,
         bad,
-        family=family_name,
+        family=facts.family,
         mode=mode,
         fast_path=fast,
         metric_version=metric_version,
         complete=stopped_at is None,
         stopped_at=stopped_at,
-        encoder=encoder,
-        template=template_source,
+        encoder=facts.text_encoder,
+        template=facts.template,
     )
     return ScoreRun(results, bad, summary, stopped_at, setup)

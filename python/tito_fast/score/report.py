@@ -3,7 +3,7 @@ HTML report with plots (inline SVG, no scripts, no network), and coloured
 side-by-side diffs for `tito-fast diff`.
 
 Example:
-    >>> from tito_fast.report import bar_chart
+    >>> from tito_fast.score.report import bar_chart
     >>> bar_chart("rates", ["a", "b"], [0.5, 0.25]).startswith("<svg")
     True
 """
@@ -15,7 +15,9 @@ import html
 import json
 from typing import Any
 
-from tito_fast.score import MISMATCH_TYPES, SessionResult, Summary
+from tito_fast._core import trim_trailing
+from tito_fast.score.scorer import SessionResult
+from tito_fast.score.summary import MISMATCH_TYPES, Summary
 
 CONTEXT = 160  # characters of unchanged text kept around a difference
 
@@ -231,18 +233,18 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
             f"{len(r.mismatches)} mismatch(es) · first divergence at id {r.first_divergence}</span></h3>"
         )
         for it in r.items[:12]:
-            if it["type"] == "special_token_type":  # one token for another: mark it whole
-                left, right = [(it["expected_text"], True)], [(it["actual_text"], True)]
+            if it.type == "special_token_type":  # one token for another: mark it whole
+                left, right = [(it.expected_text, True)], [(it.actual_text, True)]
             else:
-                left, right = _diff_spans(it["expected_text"], it["actual_text"])
-            before, after = _context(it.get("before", ""), True), _context(it.get("after", ""), False)
+                left, right = _diff_spans(it.expected_text, it.actual_text)
+            before, after = _context(it.before, True), _context(it.after, False)
             left, right = [(before, False), *left, (after, False)], [(before, False), *right, (after, False)]
             label = (
-                f"segment {it['segment_index']} · {it['type'] or 'not reported'} · kind {it['kind']} · role {it['role']} · "
-                f"message {it['message_index']} · turn {it['turn']} · id {it['position']}"
+                f"segment {it.segment_index} · {it.type or 'not reported'} · kind {it.kind} · role {it.role} · "
+                f"message {it.message_index} · turn {it.turn} · id {it.position}"
             )
-            if it.get("detail"):
-                label += f" · {it['detail']}"
+            if it.detail:
+                label += f" · {it.detail}"
             out.append(f"<div class='meta'>{e(label)}</div><div class='pair'>")
             out.append(f"<pre title='expected (fresh render)'>{_html_runs(left, 'del')}</pre>")
             out.append(f"<pre title='actual (session ids)'>{_html_runs(right, 'ins')}</pre></div>")
@@ -275,9 +277,9 @@ def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tit
         lines.append(f"### {r.session_id} ({r.source}, first divergence at id {r.first_divergence})")
         for it in r.items[:8]:
             lines.append(
-                f"- segment {it['segment_index']}, {it['type'] or 'not reported'}, {it['kind']}, role {it['role']}, "
-                f"turn {it['turn']}: expected `{json.dumps(it['expected_text'][:120], ensure_ascii=False)}` "
-                f"actual `{json.dumps(it['actual_text'][:120], ensure_ascii=False)}`"
+                f"- segment {it.segment_index}, {it.type or 'not reported'}, {it.kind}, role {it.role}, "
+                f"turn {it.turn}: expected `{json.dumps(it.expected_text[:120], ensure_ascii=False)}` "
+                f"actual `{json.dumps(it.actual_text[:120], ensure_ascii=False)}`"
             )
     if s.errors:
         lines += ["", "## Bad records", ""] + [f"- {b['source']}: {b['reason']}" for b in s.errors[:200]]
@@ -353,14 +355,12 @@ def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, 
     pair by pair when the structures match, else aligned by a segment diff
     (a missing segment shows as empty text on its side). The comparator's
     trailing trims apply first, as in the comparison."""
-    from tito_fast import trim_trailing
-
-    trim = cmp._trim(None)
+    trim = cmp.trim_ids()
     e_segs = cmp.segment_by_special_tokens(trim_trailing(expected, trim) if trim else expected)
     a_segs = cmp.segment_by_special_tokens(trim_trailing(actual, trim) if trim else actual)
 
     def text(seg: Any) -> str:
-        return str(cmp._decode(seg.token_ids))
+        return str(cmp.decode(seg.token_ids))
 
     def key(seg: Any) -> Any:
         return ("s", seg.token_ids[0]) if seg.is_special else ("c", tuple(seg.token_ids))

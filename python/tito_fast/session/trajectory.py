@@ -27,20 +27,23 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 import threading
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from tito_fast._core import TokenBuffer, check_prefix, common_prefix_len
-from tito_fast.families import TitoTokenizer
-from tito_fast.messages import BUILTIN, Matcher, _call, check_roles, messages_equal, resolve_matcher
-
-
-class RollbackError(ValueError):
-    """A retried request would discard more generated turns than allowed."""
+from tito_fast.chat.families import TitoTokenizer
+from tito_fast.chat.messages import (
+    BUILTIN,
+    Matcher,
+    call_matcher,
+    check_roles,
+    messages_equal,
+    resolve_matcher,
+)
+from tito_fast.errors import RollbackError
 
 
 class Trajectory:
@@ -93,7 +96,7 @@ class Trajectory:
             return  # equal messages match under every built-in matcher: one C-level comparison
         match = 0
         for s, r in zip(stored, request):
-            if not _call(self.matcher, s, r):
+            if not call_matcher(self.matcher, s, r):
                 break
             match += 1
         if match >= len(stored):
@@ -129,7 +132,7 @@ class Trajectory:
         # The rollback scan matched every stored message: only the appended roles are left to check.
         check_roles(len(self.messages), request_messages, self.tito.allowed_append_roles)
         effective = self.messages + request_messages[len(self.messages) :]
-        incremental = self.tito._incremental(self.messages, effective, tools)
+        incremental = self.tito.incremental_ids(self.messages, effective, tools)
         merged: npt.NDArray[np.uint32] = self.tito.merge_ids(self.buffer.to_numpy(), incremental)
         return merged
 

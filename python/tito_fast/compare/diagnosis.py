@@ -28,151 +28,31 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tito_fast._core import common_prefix_len
+from tito_fast.compare.alignment import Alignment, Mismatch, as_list, as_sliceable
+from tito_fast.compare.roles import MessageTable, RoleScheme, RoleTracker
 
-if TYPE_CHECKING:
-    from tito_fast.comparator import Mismatch, TokenSeqComparator
-
-ROLES = ("system", "user", "assistant", "tool")
-ALIASES = {"ai": "assistant", "model": "assistant", "observation": "tool", "ipython": "tool", "function": "tool"}
 #: A difference of at most this many ids, this close to a boundary, is a splice seam.
 SEAM = 3
-#: Ids decoded after a marker to read the role name.
-ROLE_PROBE_IDS = 8
 
 
-@dataclass(frozen=True)
-class RoleScheme:
-    """How a chat format marks where messages start and which role they have.
+class Aligner(Protocol):
+    """What `diagnose` needs of a comparator (`TokenSeqComparator` is one)."""
 
-    Args:
-        name: a label for reports.
-        fixed: marker token -> role, for formats with one token per role
-            (GLM `<|user|>`, DeepSeek `<｜User｜>`, Kimi `<|im_assistant|>`).
-        named: marker token -> terminator, for formats that write the role
-            name after the marker (ChatML `<|im_start|>` up to "\\n", Llama 3
-            `<|start_header_id|>` up to `<|end_header_id|>`, MiniMax `]~b]`).
+    tokenizer: Any
+    vocab: Any
 
-    Example:
-        >>> RoleScheme("k2v3", named={"<|ifm|im_start|>": "\\n"}).name
-        'k2v3'
-    """
+    def align(self, expected: Any, actual: Any, trim: set[int]) -> Alignment: ...
 
-    name: str
-    fixed: dict[str, str] = field(default_factory=dict)
-    named: dict[str, str] = field(default_factory=dict)
+    def mismatches(self, expected: Any, actual: Any, alignment: Alignment) -> list[Mismatch]: ...
 
+    def decode(self, ids: list[int]) -> str: ...
 
-SCHEMES = [
-    # Kimi before ChatML: a Kimi vocabulary may also hold <|im_start|>.
-    RoleScheme(
-        "kimi",
-        named={"<|im_system|>": "<|im_middle|>", "<|im_user|>": "<|im_middle|>", "<|im_assistant|>": "<|im_middle|>"},
-    ),
-    RoleScheme("chatml", named={"<|im_start|>": "\n"}),
-    RoleScheme("llama3", named={"<|start_header_id|>": "<|end_header_id|>"}),
-    RoleScheme(
-        "glm",
-        fixed={"<|system|>": "system", "<|user|>": "user", "<|assistant|>": "assistant", "<|observation|>": "tool"},
-    ),
-    RoleScheme(
-        "deepseek",
-        fixed={
-            "<｜begin▁of▁sentence｜>": "system",
-            "<｜User｜>": "user",
-            "<｜Assistant｜>": "assistant",
-            "<｜tool▁outputs▁begin｜>": "tool",
-        },
-    ),
-    RoleScheme("minimax", named={"]~b]": "\n"}),
-]
-
-
-def _token_id(tokenizer: Any, token: str) -> int | None:
-    """The id of `token` when it is a single token of the vocabulary."""
-    ids = tokenizer.convert_tokens_to_ids([token])
-    tid = ids[0] if ids else None
-    if tid is None or tid == getattr(tokenizer, "unk_token_id", None):
-        return None
-    return int(tid)
-
-
-def _normalise_role(text: str) -> str:
-    role = text.strip().lower()
-    role = ALIASES.get(role, role)
-    return role if role in ROLES else "unknown"
-
-
-@dataclass
-class MessageTable:
-    """Where each message starts in one id sequence, and its role."""
-
-    starts: np.ndarray
-    roles: list[str]
-
-    def at(self, pos: int) -> tuple[int, str]:
-        """`(message_index, role)` of the id at `pos` (-1, "unknown" before the first message)."""
-        i = int(np.searchsorted(self.starts, pos, side="right")) - 1
-        return (i, self.roles[i]) if i >= 0 else (-1, "unknown")
-
-
-class RoleTracker:
-    """Finds messages and roles in id sequences of one tokenizer and scheme."""
-
-    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None, decode: Any = None) -> None:
-        self.tokenizer = tokenizer
-        self.scheme = scheme if scheme is not None else self.detect(tokenizer)
-        # `decode(ids) -> str`: the comparator's (byte table first) when given.
-        self._decode = decode if decode is not None else (lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False)))
-        self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
-        self.fixed: dict[int, str] = {}
-        self.named: dict[int, str | int] = {}
-        if self.scheme is not None:
-            for tok, role in self.scheme.fixed.items():
-                if (tid := _token_id(tokenizer, tok)) is not None:
-                    self.fixed[tid] = role
-            for tok, term in self.scheme.named.items():
-                if (tid := _token_id(tokenizer, tok)) is not None:
-                    term_id = _token_id(tokenizer, term) if len(term) > 1 else None
-                    self.named[tid] = term_id if term_id is not None else term
-        self.markers = np.array(sorted(self.fixed) + sorted(self.named), dtype=np.int64)
-
-    @staticmethod
-    def detect(tokenizer: Any) -> RoleScheme | None:
-        """The first known scheme whose markers are all single tokens of `tokenizer`."""
-        for scheme in SCHEMES:
-            markers = list(scheme.fixed) + list(scheme.named)
-            if all(_token_id(tokenizer, m) is not None for m in markers[:2]):
-                return scheme
-        return None
-
-    def table(self, ids: Any) -> MessageTable:
-        arr = np.asarray(ids, dtype=np.int64)
-        starts = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
-        roles = []
-        for p in starts.tolist():
-            marker = int(arr[p])
-            if marker in self.fixed:
-                roles.append(self.fixed[marker])
-                continue
-            term = self.named[marker]
-            probe = arr[p + 1 : p + 1 + ROLE_PROBE_IDS].tolist()
-            if isinstance(term, int):
-                if term in probe:
-                    probe = probe[: probe.index(term)]
-                key = (marker, *probe)
-                role = self._roles.get(key)
-                if role is None:
-                    role = self._roles[key] = _normalise_role(self._decode(probe))
-                roles.append(role)
-            else:
-                roles.append(_normalise_role(self._decode(probe).split(term, 1)[0]))
-        return MessageTable(starts.astype(np.int64), roles)
-
+    def is_assistant_segment(self, ids: Any, starts: list[int], special: Any, idx: int) -> bool: ...
 
 @dataclass
 class DiagnosisItem:
@@ -248,15 +128,14 @@ def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str) -> st
     return "content"
 
 
-def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actual: Any, trim: set[int]) -> Diagnosis:
+def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, trim: set[int]) -> Diagnosis:
     """See `TokenSeqComparator.diagnose`."""
-    from tito_fast.comparator import _sliceable, _to_list
-
-    exp, act = _sliceable(expected), _sliceable(actual)
-    aligned = cmp._align(exp, act, trim)
-    reference = cmp._mismatches(exp, act, aligned)  # the reference's list, from the same alignment
-    kind, differing, _verdicts, (e_starts, e_special), (a_starts, a_special), _texts = aligned
-    e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
+    exp, act = as_sliceable(expected), as_sliceable(actual)
+    aligned = cmp.align(exp, act, trim)
+    reference = cmp.mismatches(exp, act, aligned)  # the reference's list, from the same alignment
+    kind, differing = aligned.kind, aligned.differing
+    e_starts, a_starts = aligned.expected_starts.tolist(), aligned.actual_starts.tolist()
+    e_special, a_special = aligned.expected_special, aligned.actual_special
     e_arr, a_arr = exp[: e_starts[-1]], act[: a_starts[-1]]  # trimmed; lists only of the pairs that differ
     a_table = tracker.table(a_arr)
     items: list[DiagnosisItem] = []
@@ -264,10 +143,10 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
 
     def pair_item(i: int, j: int) -> DiagnosisItem | None:
         es, ee, as_, ae = e_starts[i], e_starts[i + 1], a_starts[j], a_starts[j + 1]
-        e_ids, a_ids = _to_list(e_arr[es:ee]), _to_list(a_arr[as_:ae])
+        e_ids, a_ids = as_list(e_arr[es:ee]), as_list(a_arr[as_:ae])
         if e_ids == a_ids:
             return None
-        e_text, a_text = cmp._decode(e_ids), cmp._decode(a_ids)
+        e_text, a_text = cmp.decode(e_ids), cmp.decode(a_ids)
         # Attribute to the message holding the first differing id: a content
         # segment can span several messages when role markers are not special.
         msg, role = a_table.at(min(as_ + common_prefix_len(e_ids, a_ids), ae - 1))
@@ -276,7 +155,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
         if e_text == a_text:
             ref_type = None
         else:
-            assistant = cmp._is_assistant(e_arr, e_starts, e_special, i) and cmp._is_assistant(
+            assistant = cmp.is_assistant_segment(e_arr, e_starts, e_special, i) and cmp.is_assistant_segment(
                 a_arr, a_starts, a_special, j
             )
             ref_type = "assistant_text" if assistant else "non_assistant_text"
@@ -295,7 +174,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     def sig(ids: list[int], starts: list[int], special: Any) -> list[Any]:
         return [ids[starts[k]] if special[k] else hash(tuple(ids[starts[k] : starts[k + 1]])) for k in range(len(special))]
 
-    e_list, a_list = _to_list(e_arr), _to_list(a_arr)
+    e_list, a_list = as_list(e_arr), as_list(a_arr)
     e_table = tracker.table(e_arr)  # only structural differences name expected-side messages
     matcher = difflib.SequenceMatcher(None, sig(e_list, e_starts, e_special), sig(a_list, a_starts, a_special), autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -308,7 +187,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
             continue
         es, ee, as_, ae = e_starts[i1], e_starts[i2], a_starts[j1], a_starts[j2]
         e_ids, a_ids = e_list[es:ee], a_list[as_:ae]
-        e_text, a_text = cmp._decode(e_ids) if e_ids else "", cmp._decode(a_ids) if a_ids else ""
+        e_text, a_text = cmp.decode(e_ids) if e_ids else "", cmp.decode(a_ids) if a_ids else ""
         if op == "insert":
             msg, role = a_table.at(as_)
             detail = f"actual adds segments {j1}..{j2 - 1}"
@@ -331,7 +210,7 @@ def diagnose(cmp: TokenSeqComparator, tracker: RoleTracker, expected: Any, actua
     return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
 
 
-def _vocabulary_warnings(cmp: TokenSeqComparator, sides: dict[str, Any]) -> list[str]:
+def _vocabulary_warnings(cmp: Aligner, sides: dict[str, Any]) -> list[str]:
     """Ids the tokenizer does not know: it decodes them as nothing, as the reference does."""
     size = cmp.vocab.size if cmp.vocab is not None else len(cmp.tokenizer)
     out = []
@@ -344,3 +223,8 @@ def _vocabulary_warnings(cmp: TokenSeqComparator, sides: dict[str, Any]) -> list
                 f"{int(bad[0])}); they decode to nothing: were the ids made by another tokenizer?"
             )
     return out
+
+
+# RoleScheme and RoleTracker live in tito_fast.compare.roles; named here too for
+# the former import path (tito_fast.diagnosis.RoleScheme).
+__all__ = ["SEAM", "Aligner", "Diagnosis", "DiagnosisItem", "RoleScheme", "RoleTracker", "classify", "diagnose"]

@@ -10,7 +10,7 @@ byte-exact with the reason; comparisons then decode, which is always right.
 
 Example:
     >>> from tito_fast import fixtures
-    >>> from tito_fast.vocab import Vocab
+    >>> from tito_fast.tokenizer.vocab import Vocab
     >>> v = Vocab.from_tokenizer(fixtures.load_tokenizer("qwen3"))  # doctest: +SKIP
     >>> v.byte_exact, v.id_bytes(3838)  # doctest: +SKIP
     (True, b'What')
@@ -29,13 +29,14 @@ from typing import Any
 import numpy as np
 
 from tito_fast._core import Segmenter
+from tito_fast.tokenizer.backend import require_backend, special_ids
 
 #: Strings that expose decoder quirks (space clean-up, prefix spaces, unicode).
 PROBES = ["a . b , c ! d ? e", "don't I'm it's we've they're", " leading", "x  y\n\n z\t", "你好🙂é", "<think>\nok\n</think>"]
 
 
 @cache
-def _byte_decoder() -> dict[str, int]:
+def byte_decoder() -> dict[str, int]:
     """Inverse of the GPT-2 byte-to-unicode map used by byte-level BPE."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     chars = list(keep)
@@ -46,17 +47,6 @@ def _byte_decoder() -> dict[str, int]:
             chars.append(256 + extra)
             extra += 1
     return {chr(c): b for b, c in zip(keep, chars)}
-
-
-def _backend(tokenizer: Any) -> Any:
-    """The `tokenizers.Tokenizer` behind a transformers tokenizer (or itself)."""
-    for name in ("backend_tokenizer", "_tokenizer"):
-        inner = getattr(tokenizer, name, None)
-        if inner is not None and hasattr(inner, "to_str"):
-            return inner
-    if hasattr(tokenizer, "to_str"):
-        return tokenizer
-    raise TypeError(f"cannot find a `tokenizers` backend in {type(tokenizer).__name__}; pass a fast tokenizer")
 
 
 def _is_byte_level(decoder: dict[str, Any] | None) -> bool:
@@ -121,11 +111,16 @@ class Vocab:
         if cached is not None:
             return cached
         vocab = _build(tokenizer, samples, seed)
-        try:
-            _CACHE[tokenizer] = vocab
-        except TypeError:
-            pass
+        vocab.remember(tokenizer)
         return vocab
+
+    def remember(self, tokenizer: Any) -> None:
+        """Make this the table `from_tokenizer(tokenizer)` returns (e.g. a table built
+        elsewhere and sent to a worker process with its tokenizer)."""
+        try:
+            _CACHE[tokenizer] = self
+        except TypeError:  # not weak-referenceable: nothing to remember it by
+            pass
 
 
 _CACHE: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
@@ -133,9 +128,7 @@ _CACHE: weakref.WeakKeyDictionary[Any, Vocab] = weakref.WeakKeyDictionary()
 
 def _boundary_ids(tokenizer: Any, added: list[dict[str, Any]]) -> frozenset[int]:
     if hasattr(tokenizer, "all_special_ids"):
-        from tito_fast.comparator import TokenSeqComparator
-
-        return frozenset(TokenSeqComparator.collect_special_ids(tokenizer))
+        return frozenset(special_ids(tokenizer))
     return frozenset(int(t["id"]) for t in added if t.get("special"))
 
 
@@ -144,7 +137,7 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
 
 
 def _build(tokenizer: Any, samples: int, seed: int) -> Vocab:
-    spec = json.loads(_backend(tokenizer).to_str())
+    spec = json.loads(require_backend(tokenizer).to_str())
     model = spec.get("model", {})
     added = spec.get("added_tokens", [])
     pieces: dict[int, bytes] = {}
@@ -153,7 +146,7 @@ def _build(tokenizer: Any, samples: int, seed: int) -> Vocab:
     if model.get("type") != "BPE" or not _is_byte_level(spec.get("decoder")):
         reason = f"not byte-level BPE (model {model.get('type')}, decoder {(spec.get('decoder') or {}).get('type')})"
     else:
-        table = _byte_decoder()
+        table = byte_decoder()
         for token, i in model["vocab"].items():
             if int(i) in added_ids:
                 continue  # decoded from its added-token content below

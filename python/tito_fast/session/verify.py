@@ -10,7 +10,7 @@ less the trailing ids a model does not generate, each later prompt from
 the conversation token for token (after the family's trailing trims).
 
 Example:
-    >>> from tito_fast.verify import verify_family
+    >>> from tito_fast.session.verify import verify_family
     >>> report = verify_family(tok, "qwen3")  # doctest: +SKIP
     >>> all(r.ok for r in report)  # doctest: +SKIP
     True
@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_fast.families import TitoTokenizer, thinking_on
+from tito_fast.chat.families import TitoTokenizer, thinking_on
 
 ROLE_SETS: tuple[frozenset[str], ...] = (
     frozenset({"tool"}),

@@ -41,27 +41,12 @@ from collections.abc import Callable, Collection
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from tito_fast.errors import AppendOnlyError, MatcherError
+
 Matcher = Callable[[dict[str, Any], dict[str, Any]], bool]
 
 TEMPLATE_KEYS = ("role", "content", "reasoning_content", "tool_calls")
 _WIRE_ONLY = ("index",)
-
-
-class AppendOnlyError(ValueError):
-    """The new messages do not extend the stored ones as required.
-
-    Attributes: `index` (the first offending message), `field` (the first
-    differing field, or "role" for a role that may not be appended, or
-    "length" when messages were removed), `stored`, `new`.
-    """
-
-    def __init__(self, message: str, *, index: int, field: str, stored: Any = None, new: Any = None) -> None:
-        super().__init__(message)
-        self.index, self.field, self.stored, self.new = index, field, stored, new
-
-
-class MatcherError(RuntimeError):
-    """A custom matcher raised or returned something other than a bool."""
 
 
 def _norm(value: Any) -> Any:
@@ -289,7 +274,8 @@ def resolve_matcher(matcher: str | Matcher) -> Matcher:
     return matcher
 
 
-def _call(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool:
+def call_matcher(matcher: Matcher, stored: dict[str, Any], new: dict[str, Any]) -> bool:
+    """`matcher(stored, new)`; a custom matcher that raises or returns a non-bool raises `MatcherError`."""
     if matcher in BUILTIN:
         return matcher(stored, new)
     return _checked(matcher, stored, new)
@@ -303,7 +289,7 @@ def validated_matcher(matcher: Matcher) -> Matcher:
         >>> validated_matcher(lambda s, n: 1)({}, {})
         Traceback (most recent call last):
         ...
-        tito_fast.messages.MatcherError: the message matcher must return bool, got int (a matcher must return a bool)
+        tito_fast.errors.MatcherError: the message matcher must return bool, got int (a matcher must return a bool)
     """
 
     @functools.wraps(matcher)
@@ -353,7 +339,7 @@ def check_append_only(
         >>> check_append_only([{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}])
         Traceback (most recent call last):
         ...
-        tito_fast.messages.AppendOnlyError: message mismatch at index 0 (role: stored=user, new=user): message 0 differs from the stored one in 'content': stored 'a', new 'b'
+        tito_fast.errors.AppendOnlyError: message mismatch at index 0 (role: stored=user, new=user): message 0 differs from the stored one in 'content': stored 'a', new 'b'
     """
     match = resolve_matcher(matcher)
     if not stored:
@@ -366,7 +352,7 @@ def check_append_only(
             field="length",
         )
     for i, (s, n) in enumerate(zip(stored, new)):
-        if not _call(match, s, n):
+        if not call_matcher(match, s, n):
             keys = TEMPLATE_KEYS if match is not role_content_only else ("role", "content")
             field = _differing_field(s, n, keys) or "tool_calls"
             raise AppendOnlyError(

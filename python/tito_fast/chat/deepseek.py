@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tito_fast.render import RenderError, ToolPolicy, canonical_tools
+from tito_fast.chat.tools import ToolPolicy, canonical_tools
+from tito_fast.errors import RenderError
 
 ASSISTANT = "<｜Assistant｜>"
 _PASS_THROUGH = ("drop_thinking", "reasoning_effort")

@@ -3,14 +3,12 @@
 `tito-fast score DUMP` scores a rollout dump (the reference's session
 mismatch metrics, diagnosed; see `tito_fast.score`), `tito-fast diff` shows
 two id sequences side by side by segment, `tito-fast verify-template`
-checks a family's merge against the full render, and `tito-fast demo` builds synthetic multi-turn sessions the way a TITO trainer
-does (a TokenBuffer per session, the Qwen3 splice at every turn, a prefix
-check per turn), plants known faults in a share of the fresh renders, and
-finds them again with the batch kernel, printing what it planted next to
-what it found. It needs no tokenizer and no network.
+checks a family's merge against the full render, and `tito-fast demo`
+finds planted faults in synthetic sessions with the batch kernels
+(`tito_fast.cli.demo`).
 
 Example:
-    >>> from tito_fast.cli import cli
+    >>> from tito_fast.cli.main import cli
     >>> cli("demo", "--sessions", "20", "--turns", "4", "--quiet")
     0
 """
@@ -21,159 +19,29 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Any, TextIO
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-import tito_fast
-
-IM_START, IM_END, NEWLINE = 151644, 151645, 198
-VOCAB = 151_643
-FAULTS = ("none", "retokenized", "missing_newline", "changed_content")
-
-
-@dataclass
-class DemoSummary:
-    """What the demo planted and what the batch check found."""
-
-    sessions: int
-    turns: int
-    total_ids: int
-    planted: dict[str, int]
-    found_mismatching: int
-    missed: int
-    false_alarms: int
-    median_first_divergence: float | None
-    seconds_build: float
-    seconds_check: float
-
-    @property
-    def ids_per_second(self) -> float:
-        return 2 * self.total_ids / max(self.seconds_check, 1e-9)
-
-
-class _Progress:
-    """A progress bar on a terminal; a line per tenth of the work elsewhere."""
-
-    def __init__(self, total: int, out: TextIO, quiet: bool, verb: str = "built") -> None:
-        self.total, self.out, self.quiet, self.verb = total, out, quiet, verb
-        self.tty = out.isatty()
-        self.shown = -1
-
-    def update(self, done: int) -> None:
-        if self.quiet or not self.total:
-            return
-        step = 100 * done // self.total if self.tty else 10 * (10 * done // self.total)
-        if step == self.shown:
-            return
-        self.shown = step
-        if self.tty:
-            filled = 30 * done // self.total
-            self.out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} sessions {self.verb}")
-            if done == self.total:
-                self.out.write("\n")
-        else:
-            self.out.write(f"{self.verb} {done}/{self.total} sessions\n")
-        self.out.flush()
-
-
-def _build_session(rng: np.random.Generator, turns: int) -> tuple[np.ndarray, list[int]]:
-    """The engine's ids of one session, turn by turn, with the Qwen3 splice."""
-    buf = tito_fast.TokenBuffer()
-    stored: list[int] = []
-    for _ in range(turns):
-        body = rng.integers(0, VOCAB, size=int(rng.integers(50, 400))).tolist()
-        incremental = [NEWLINE, IM_START, *body[:3], NEWLINE] if stored else [IM_START, *body[:3], NEWLINE]
-        prompt = tito_fast.merge_tokens(stored, incremental, append_after=(IM_END, NEWLINE))
-        completion = [*body[3:], IM_END]  # the model stops at <|im_end|>, no newline
-        tito_fast.check_prefix(stored, prompt)  # TITO holds turn over turn
-        buf.extend(prompt[len(buf) :] + completion)
-        buf.checkpoint()
-        stored = prompt + completion
-    return buf.to_numpy(), stored
-
-
-def _plant(rng: np.random.Generator, ids: np.ndarray, fault: str) -> tuple[np.ndarray, int | None]:
-    """A fresh render of `ids` with `fault` planted; returns it and the fault's position."""
-    render = np.append(ids, NEWLINE).astype(np.uint32)  # the template ends every message with "\n"
-    if fault == "none":
-        return render, None
-    if fault == "missing_newline":
-        seams = np.flatnonzero(render[:-1] == IM_END)
-        pos = int(rng.choice(seams[:-1])) + 1 if len(seams) > 1 else len(ids)
-        return np.delete(render, pos), pos
-    pos = int(rng.integers(1, len(ids) - 2))
-    render = render.copy()
-    if fault == "retokenized":  # two ids re-encode as one
-        render = np.delete(render, pos)
-        render[pos] = (int(render[pos]) * 7 + 1) % VOCAB
-    else:  # changed_content
-        render[pos] = (int(render[pos]) + 1) % VOCAB
-    return render, pos
-
-
-def run_demo(sessions: int, turns: int, seed: int, threads: int | None, err: TextIO, quiet: bool) -> DemoSummary:
-    rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
-    engine: list[np.ndarray] = []
-    renders: list[np.ndarray] = []
-    planted: list[tuple[str, int | None]] = []
-    progress = _Progress(sessions, err, quiet)
-    for i in range(sessions):
-        ids, _ = _build_session(rng, turns)
-        fault = FAULTS[0] if rng.random() < 0.7 else str(rng.choice(FAULTS[1:]))
-        render, pos = _plant(rng, ids, fault)
-        engine.append(np.append(ids, NEWLINE).astype(np.uint32))
-        renders.append(render)
-        planted.append((fault, pos))
-        progress.update(i + 1)
-    # One CSR batch per side, as a dump's token column would be laid out.
-    a_off = np.cumsum([0] + [len(x) for x in engine], dtype=np.int64)
-    b_off = np.cumsum([0] + [len(x) for x in renders], dtype=np.int64)
-    a_values, b_values = np.concatenate(engine), np.concatenate(renders)
-    t1 = time.perf_counter()
-    lcp = tito_fast.common_prefix_len_csr(a_values, a_off, b_values, b_off, threads=threads)
-    t2 = time.perf_counter()
-    lens = np.minimum(np.diff(a_off), np.diff(b_off))
-    mismatching = (lcp < lens) | (np.diff(a_off) != np.diff(b_off))
-    faulty = np.array([f != "none" for f, _ in planted])
-    return DemoSummary(
-        sessions=sessions,
-        turns=turns,
-        total_ids=int(a_off[-1]),
-        planted=dict(Counter(f for f, _ in planted)),
-        found_mismatching=int(mismatching.sum()),
-        missed=int((faulty & ~mismatching).sum()),
-        false_alarms=int((~faulty & mismatching).sum()),
-        median_first_divergence=float(np.median(lcp[mismatching])) if mismatching.any() else None,
-        seconds_build=t1 - t0,
-        seconds_check=t2 - t1,
-    )
-
-
-def _print_summary(s: DemoSummary, out: TextIO) -> None:
-    rows = [
-        ("sessions", f"{s.sessions} x {s.turns} turns"),
-        ("ids per side", f"{s.total_ids:,}"),
-        ("planted faults", ", ".join(f"{k}={v}" for k, v in sorted(s.planted.items()))),
-        ("sessions found mismatching", str(s.found_mismatching)),
-        ("planted faults missed", str(s.missed)),
-        ("false alarms", str(s.false_alarms)),
-        ("median first divergence", "-" if s.median_first_divergence is None else f"{s.median_first_divergence:,.0f}"),
-        ("build (TokenBuffer, splice, checks)", f"{s.seconds_build:.3f} s"),
-        ("batch check", f"{s.seconds_check * 1e3:.2f} ms ({s.ids_per_second / 1e6:,.0f} M ids/s)"),
-    ]
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        out.write(f"{k:<{width}}  {v}\n")
+from tito_fast._core import __version__
+from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.cli.demo import print_summary, run_demo
+from tito_fast.cli.progress import Progress
+from tito_fast.errors import DumpError, FamilyError, RenderError, TemplateNotAppendOnlyError
+from tito_fast.score import report
+from tito_fast.score.dump import BadRecord, read_dump
+from tito_fast.score.run import load_tokenizer, run_score
+from tito_fast.score.scorer import Scorer
+from tito_fast.score.summary import worst
+from tito_fast.session.verify import verify_family
 
 
 def cli(*args: str) -> int:
     """Run the command line with `args`; returns the exit code."""
     parser = argparse.ArgumentParser(prog="tito-fast", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--version", action="version", version=f"tito_fast {tito_fast.__version__}")
+    parser.add_argument("--version", action="version", version=f"tito_fast {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="find planted TITO faults in generated sessions")
     demo.add_argument("--sessions", type=int, default=2000)
@@ -243,20 +111,13 @@ def cli(*args: str) -> int:
         parser.error("--sessions must be >= 1 and --turns >= 2")
     summary = run_demo(ns.sessions, ns.turns, ns.seed, ns.threads, sys.stderr, ns.quiet)
     if not ns.quiet:
-        _print_summary(summary, sys.stdout)
+        print_summary(summary, sys.stdout)
     if ns.json:
-        text = json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2)
-        if ns.json == "-":
-            print(text)
-        else:
-            with open(ns.json, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2))
     return 1 if summary.missed or summary.false_alarms else 0
 
 
 def _load_tokenizer(spec: str) -> Any:
-    from tito_fast.job import load_tokenizer
-
     return load_tokenizer(spec)
 
 
@@ -282,37 +143,26 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _family_arg(value: str) -> Any:
-    from pathlib import Path
-
     return json.loads(Path(value).read_text(encoding="utf-8")) if value.endswith(".json") else value
 
 
 def _write(path: str, text: str) -> None:
+    """`text` to the file `path` (written whole, then moved into place), or to stdout for "-"."""
     if path == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    from pathlib import Path
-
     tmp = Path(path + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 
 def _score(ns: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from tito_fast import report
-    from tito_fast.dump import DumpError
-    from tito_fast.families import FamilyError
-    from tito_fast.job import run_score
-    from tito_fast.render import RenderError
-    from tito_fast.score import worst
 
     if ns.workers < 1:
         sys.stderr.write("tito-fast score: --workers must be >= 1\n")
         return 2
     template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    bar = _Progress(0, sys.stderr, ns.quiet, verb="scored")
+    bar = Progress(0, sys.stderr, ns.quiet, verb="scored")
 
     def progress(done: int, total: int) -> None:
         bar.total = total
@@ -376,8 +226,6 @@ def _score(ns: argparse.Namespace) -> int:
 
 
 def _read_ids(path: str) -> Any:
-    from pathlib import Path
-
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):
         data = data.get("token_ids", data.get("ids"))
@@ -389,13 +237,7 @@ def _read_ids(path: str) -> Any:
 def _diff(ns: argparse.Namespace) -> int:
     import os
     import shutil
-    from pathlib import Path
 
-    from tito_fast import report
-    from tito_fast.dump import BadRecord, read_dump
-    from tito_fast.families import FamilyError
-    from tito_fast.render import RenderError
-    from tito_fast.score import Scorer
 
     if len(ns.inputs) > 2:
         sys.stderr.write("tito-fast diff: give a dump, or two id files\n")
@@ -438,11 +280,6 @@ def _diff(ns: argparse.Namespace) -> int:
 
 
 def _verify_template(ns: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from tito_fast.families import FamilyError, TemplateNotAppendOnlyError, get_tito_tokenizer
-    from tito_fast.render import RenderError
-    from tito_fast.verify import verify_family
 
     tok = _load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
@@ -482,15 +319,8 @@ def _verify_template(ns: argparse.Namespace) -> int:
         skipped = sum(bool(r.skipped) for r in results)
         sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
     if ns.json:
-        text = json.dumps(
-            {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]},
-            indent=2,
-            ensure_ascii=False,
-        )
-        if ns.json == "-":
-            print(text)
-        else:
-            Path(ns.json).write_text(text + "\n", encoding="utf-8")
+        payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
+        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
     return 1 if failed or refused or not any(r.ok for r in results) else 0
 
 

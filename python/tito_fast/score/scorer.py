@@ -1,0 +1,315 @@
+"""Score rollout dumps: the reference's session mismatch lists, diagnosed and aggregated.
+
+Per session this computes what the reference's `compute_session_mismatch`
+computes (the session's accumulated ids against a fresh render of its
+messages, compared by the family's comparator) and the diagnosis (role,
+message, turn and kind of each difference); `summarize` aggregates them
+under the reference's metric names.
+
+Two paths give the same reference mismatch lists:
+
+- "full": encode the whole render, then compare (what the reference does);
+- "fast" (default): split the rendered text at the tokenizer's added
+  tokens, as the tokenizer itself does before encoding, and compare each
+  text segment with the session's segment bytes from the byte table; only
+  segments that differ, or that the path cannot prove equal (a normalizer
+  would change the text, the byte table cannot tell, the tail the
+  comparator trims), are encoded. Segments with the same text but other
+  ids are not reported by the reference, so they need no ids; the one thing
+  the fast path does not see is such a pure retokenization, which only the
+  diagnosis (kind "retokenization", type None) reports in "full" mode.
+
+Example:
+    >>> scorer = Scorer(tok, "qwen3")  # doctest: +SKIP
+    >>> result = scorer.score(record)  # doctest: +SKIP
+    >>> result.mismatches  # doctest: +SKIP
+    []
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from tito_fast._core import common_prefix_len
+from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
+from tito_fast.compare.comparator import Mismatch, MismatchType
+from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
+from tito_fast.errors import ScoreError
+from tito_fast.score.dump import Record
+from tito_fast.tokenizer.added import AddedTokenSplitter
+
+Mode = Literal["fast", "full"]
+CONTEXT_IDS = 24  # ids of context kept on each side of a reported difference
+
+
+@dataclass
+class ScoredItem(DiagnosisItem):
+    """A diagnosis item placed in its session: the id where it starts (`position`),
+    the turn it belongs to, and (for reported differences) a little of the
+    session's text around it, for reports."""
+
+    position: int = 0
+    turn: int | None = None
+    before: str = ""
+    after: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if self.type is None:  # context is kept for reported differences only
+            del d["before"], d["after"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScoredItem:
+        """The inverse of `to_dict`."""
+        fields = dict(d)
+        fields["expected_span"], fields["actual_span"] = tuple(d["expected_span"]), tuple(d["actual_span"])
+        return cls(**fields)
+
+
+@dataclass
+class SessionResult:
+    """One session's reference mismatch list and diagnosis (typed; `to_dict` for output)."""
+
+    session_id: str
+    source: str
+    turns: int
+    num_ids: int
+    mismatches: list[Mismatch]
+    items: list[ScoredItem]
+    first_divergence: int | None
+    path: str
+    encoded_segments: int = 0
+    segments: int = 0
+    metadata: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the reference's mismatch dicts and the diagnosis items as dicts."""
+        return {
+            "session_id": self.session_id,
+            "source": self.source,
+            "turns": self.turns,
+            "num_ids": self.num_ids,
+            "mismatches": [m.to_dict() for m in self.mismatches],
+            "items": [i.to_dict() for i in self.items],
+            "first_divergence": self.first_divergence,
+            "path": self.path,
+            "encoded_segments": self.encoded_segments,
+            "segments": self.segments,
+            "metadata": self.metadata,
+        }
+
+
+class Scorer:
+    """Scores sessions of one tokenizer and family.
+
+    Args:
+        tokenizer: a transformers tokenizer (its chat template is used).
+        family: a family name, `FamilyConfig` or dict (`get_tito_tokenizer`).
+        chat_template: a template text replacing the tokenizer's.
+        mode: "fast" (default) or "full" (see the module doc).
+        encoder_path: DeepSeek V3.2/V4's encoder module (else found where
+            users have it, see `tito_fast.chat.deepseek`).
+        tito: an already built family (then tokenizer/family are ignored).
+
+    Example:
+        >>> Scorer(tok, "qwen3").score(record).first_divergence  # doctest: +SKIP
+        1834
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        family: str | FamilyConfig | dict[str, Any] = "default",
+        *,
+        chat_template: str | None = None,
+        mode: Mode = "fast",
+        tito: TitoTokenizer | None = None,
+        encoder_path: str | None = None,
+    ) -> None:
+        if mode not in ("fast", "full"):
+            raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
+        self.tito = (
+            tito
+            if tito is not None
+            else get_tito_tokenizer(tokenizer, family, chat_template=chat_template, backend="jinja", encoder_path=encoder_path)
+        )
+        self.family = self.tito.family
+        self.mode: Mode = mode
+        self.cmp = self.tito.create_comparator()
+        self._seg = self.cmp.segmenter
+        self._trim = self.cmp.trim_ids()
+        vocab = self.cmp.vocab
+        self.vocab_size = vocab.size if vocab is not None else len(self.tito.tokenizer)
+        self.splitter = AddedTokenSplitter(
+            self.tito.tokenizer,
+            set(self._seg.boundary_ids),
+            bool(vocab is not None and vocab.byte_exact),
+            reason="the family renders with DeepSeek's encoder module" if self.tito.deepseek is not None else None,
+        )
+        if self.splitter.reason is None:
+            self.splitter.reason = self._round_trip_check()
+        self.tito.fast_encoder  # built now, so that forked workers inherit it
+
+    @property
+    def text_encoder(self) -> str:
+        """What encodes texts: tito_fast's Rust encoder, or the tokenizer and why."""
+        enc = self.tito.fast_encoder
+        if enc is None:
+            return "the tokenizer (not a fast tokenizer)"
+        return "tito_fast (Rust)" if enc.reason is None else f"the tokenizer ({enc.reason})"
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether sessions are scored without encoding equal segments."""
+        return self.mode == "fast" and self.splitter.reason is None
+
+    def _round_trip_check(self) -> str | None:
+        """Segment texts must decode back from their own ids for equal bytes to mean equal text."""
+        probes = ["hello world", " leading", "trailing  ", "\n\nx\n", "你好 🙂", "a\tb", "  ", "é", "{\"a\": 1}"]
+        for text in probes:
+            ids = self.tito.encode(text)
+            raw = self._seg.text_bytes(np.asarray(ids, dtype=np.uint32))
+            if raw is None or raw != text.encode("utf-8"):
+                return f"the tokenizer does not decode {text!r} back to itself"
+        return None
+
+    # -- one session --------------------------------------------------------
+
+    def check_record(self, record: Record) -> None:
+        """Raise `ScoreError` for a record this scorer cannot score."""
+        if record.family is not None and record.family != self.family:
+            raise ScoreError(f"record is for family {record.family!r}, the scorer for {self.family!r}")
+        top = int(record.token_ids.max()) if len(record.token_ids) else 0
+        if top >= self.vocab_size:
+            at = int(np.argmax(record.token_ids >= self.vocab_size))
+            raise ScoreError(f"token_ids[{at}] = {int(record.token_ids[at])} is outside the vocabulary ({self.vocab_size} ids)")
+
+    def expected_ids(self, record: Record, text: str | None = None) -> np.ndarray:
+        """The reference's expected ids: the whole render, encoded."""
+        if text is None:
+            text = self._render(record)
+        return np.asarray(self.tito.encode(text), dtype=np.uint32)
+
+    def _render(self, record: Record) -> str:
+        try:
+            return self.tito.apply_chat_template(record.messages, add_generation_prompt=False, tools=record.tools)
+        except Exception as e:  # a template that raises is a bad record, not a crash
+            raise ScoreError(f"the chat template failed: {type(e).__name__}: {e}") from e
+
+    def _fast_expected(self, text: str, actual: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+        """Ids that compare like the encoded render: the session's own ids for
+        content segments with provably the same text, real ids elsewhere.
+        Returns (ids, segments encoded, segments)."""
+        sp = self.splitter
+        segs = sp.segments(text)
+        if segs is None:
+            return None
+        starts, special = self._seg.segment(actual)
+        starts_l, special_l = starts.tolist(), special.tolist()
+        n_act = len(special_l)
+        # The comparator trims trailing ids on both sides: segments the trim
+        # can reach are encoded for real, so the trim sees real ids.
+        real_from = len(segs)
+        while real_from > 0:
+            s = segs[real_from - 1]
+            real_from -= 1
+            if isinstance(s, int):
+                if s not in self._trim:
+                    break
+                continue
+            tail = self.tito.encode(s)
+            if any(t not in self._trim for t in tail):
+                break
+        pieces: list[Any] = []
+        encoded = 0
+        all_invariant = sp.all_invariant([s for s in segs if isinstance(s, str)])
+        act_special_ids = actual[starts[:-1][special]].tolist()  # the boundary id of each special segment, in order
+        special_rank = np.cumsum(special).tolist()
+        run: list[int] | None = None  # [start, end) in `actual` of segments taken from it as they are
+        for i, s in enumerate(segs):
+            take = False
+            if i < real_from and i < n_act:
+                if isinstance(s, int):
+                    take = special_l[i] and act_special_ids[special_rank[i] - 1] == s
+                elif not special_l[i] and (all_invariant or sp.invariant(s)):
+                    raw = self._seg.text_bytes(actual[starts_l[i] : starts_l[i + 1]])
+                    take = raw is not None and raw == s.encode("utf-8")
+            if take:
+                if run is None:
+                    run = [starts_l[i], starts_l[i + 1]]
+                else:
+                    run[1] = starts_l[i + 1]
+                continue
+            if run is not None:
+                pieces.append(actual[run[0] : run[1]])
+                run = None
+            if isinstance(s, int):
+                pieces.append(np.array([s], dtype=np.uint32))
+            else:
+                encoded += 1
+                pieces.append(np.asarray(self.tito.encode(s), dtype=np.uint32))
+        if run is not None:
+            pieces.append(actual[run[0] : run[1]])
+        ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint32)
+        return ids, encoded, sum(1 for s in segs if isinstance(s, str))
+
+    def score(self, record: Record) -> SessionResult:
+        """The session's reference mismatch list and diagnosis (raises `ScoreError`)."""
+        self.check_record(record)
+        actual = record.token_ids
+        text = self._render(record)
+        fast = self._fast_expected(text, actual) if self.fast_path else None
+        if fast is not None:
+            expected, encoded, nseg = fast
+            diag = self.cmp.diagnose(expected, actual)
+            if not any(m.type is MismatchType.SPECIAL_TOKEN_COUNT for m in diag.reference):
+                return self._result(record, diag, expected, actual, "fast", encoded, nseg)
+            # Structures differ: describing them needs every segment's real ids.
+        nseg = fast[2] if fast is not None else 0
+        expected = self.expected_ids(record, text)  # the whole render, encoded once
+        diag = self.cmp.diagnose(expected, actual)
+        return self._result(record, diag, expected, actual, "full", nseg, nseg)
+
+    def _result(
+        self, record: Record, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, path: str, encoded: int, nseg: int
+    ) -> SessionResult:
+        table = diag.actual_table if self.cmp.role_tracker.scheme is not None else None
+        assistant_starts = (
+            np.array([s for s, r in zip(table.starts.tolist(), table.roles) if r == "assistant"], dtype=np.int64)
+            if table is not None
+            else None
+        )
+        items: list[ScoredItem] = []
+        first: int | None = None
+        for it in diag.items:
+            (es, ee), (as_, ae) = it.expected_span, it.actual_span
+            pos = int(as_ + common_prefix_len(expected[es:ee], actual[as_:ae]) if ae > as_ else as_)
+            turn = None
+            if table is not None and assistant_starts is not None and it.message_index >= 0:
+                start = int(table.starts[it.message_index])
+                turn = int(np.count_nonzero(assistant_starts < start))
+            before = after = ""
+            if it.type is not None:  # a little of the session's text around it, for reports
+                before = self.cmp.decode(actual[max(0, as_ - CONTEXT_IDS) : as_].tolist())
+                after = self.cmp.decode(actual[ae : ae + CONTEXT_IDS].tolist())
+            items.append(ScoredItem(**vars(it), position=pos, turn=turn, before=before, after=after))
+            if it.type is not None and (first is None or pos < first):
+                first = pos
+        turns = sum(1 for m in record.messages if m.get("role") == "assistant")
+        return SessionResult(
+            record.session_id,
+            record.source,
+            turns,
+            len(actual),
+            list(diag.reference),
+            items,
+            first,
+            path,
+            encoded,
+            nseg,
+            record.metadata,
+        )

@@ -1,0 +1,159 @@
+"""The package's layers: each module imports only its own layer and those below,
+without cycles and without another module's private names; every module imports
+on its own in a fresh interpreter; the former module paths still import.
+
+Layers, bottom up: the Rust core; errors; tokenizer; compare; chat; session;
+testing (fixtures, reference); score; cli; the package root.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import tito_fast
+from tito_fast import _compat
+
+ROOT = Path(tito_fast.__file__).parent
+LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "cli"]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    """The layer of a module: its first name below `tito_fast` (the root and its helpers are on top)."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("__main__", "_compat"):
+        return len(LAYERS)
+    return LAYERS.index(parts[1])
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module imported, names taken from it, line) for every tito_fast import, at any depth."""
+    out: list[tuple[str, list[str], int]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tito_fast":
+            names = [a.name for a in node.names]
+            if node.module == "tito_fast":  # `from tito_fast import chat` names submodules
+                for n in names:
+                    sub = f"tito_fast.{n}"
+                    out.append((sub if sub in MODULES or n == "_core" else "tito_fast", [], node.lineno))
+            else:
+                out.append((node.module, names, node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names if a.name.split(".")[0] == "tito_fast"]
+    return out
+
+
+def _resolve(module: str) -> str:
+    return module if module in MODULES or module == "tito_fast._core" else _compat.ALIASES.get(module, module)
+
+
+def test_every_import_goes_down_or_across_without_private_names() -> None:
+    problems = []
+    for name, path in MODULES.items():
+        for target, names, line in _imports(path):
+            target = _resolve(target)
+            where = f"{path.relative_to(ROOT.parent)}:{line}"
+            if target not in MODULES and target != "tito_fast._core":
+                problems.append(f"{where} imports {target}, which is not a module of the package")
+                continue
+            if _layer(target) > _layer(name):
+                problems.append(f"{where}: {name} (layer {LAYERS[_layer(name)] if _layer(name) < len(LAYERS) else 'root'}) imports {target} from above it")
+            private = [n for n in names if n.startswith("_") and not n.startswith("__") and n != "_core"]
+            if private and target != "tito_fast._core":
+                problems.append(f"{where}: {name} takes private names {private} from {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for target, _, _ in _imports(path):
+            target = _resolve(target)
+            if target in MODULES and target != name and not name.startswith(target + "."):
+                graph[name].add(target)  # a package importing its own submodules is not a cycle
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_each_module_imports_alone_in_a_fresh_interpreter() -> None:
+    names = [n for n in MODULES if not n.endswith("__main__")]
+
+    def run(name: str) -> tuple[str, int, str]:
+        out = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=300)
+        return name, out.returncode, out.stderr[-1500:]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        failed = [r for r in pool.map(run, names) if r[1] != 0]
+    assert not failed, failed
+
+
+def test_former_module_paths_still_import() -> None:
+    code = """
+import importlib
+from tito_fast import _compat
+for old, new in _compat.ALIASES.items():
+    assert importlib.import_module(old) is importlib.import_module(new), old
+from tito_fast.job import run_score, load_tokenizer
+from tito_fast.score import Scorer, summarize, worst, Summary, SessionResult, MISMATCH_TYPES
+from tito_fast.dump import read_dump
+from tito_fast.ray import Scorer, summarize_table, BatchScorer
+from tito_fast.families import FAMILIES, FamilyConfig, get_tito_tokenizer, patch_template, FamilyError
+from tito_fast.messages import AppendOnlyError, check_append_only, strict, loose_tool_call
+from tito_fast.render import render, canonical_tools, RenderError
+from tito_fast.comparator import TokenSeqComparator, Mismatch, MismatchType
+from tito_fast.diagnosis import RoleScheme, Diagnosis, DiagnosisItem
+from tito_fast.verify import verify_family, replay, conversations, completion_ids
+from tito_fast.encoder import FastEncoder
+from tito_fast.vocab import Vocab
+from tito_fast import fixtures, reference
+from tito_fast.cli import cli, main
+assert BatchScorer is Scorer
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "tito_fast.fixtures"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "qwen3:" in out.stdout, out.stderr[-2000:]
+
+
+def test_no_private_attributes_of_other_objects() -> None:
+    """`obj._name` only on `self` or `cls`: modules talk through public names."""
+    found = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("self", "cls", "_core"):
+                    continue
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+    assert not found, found
