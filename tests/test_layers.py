@@ -157,3 +157,12 @@ def test_no_private_attributes_of_other_objects() -> None:
                     continue
                 found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
     assert not found, found
+
+
+def test_tests_are_grouped_by_layer() -> None:
+    tests = Path(__file__).parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"kernels", "tokenizer", "compare", "chat", "session", "score", "cli"} <= folders
+    loose = sorted(p.name for p in tests.glob("test_*.py"))
+    assert loose == ["test_api.py", "test_docs.py", "test_layers.py", "test_threads.py"], loose  # the cross-cutting suites
+

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_comparator_parity import _tokenizer
+from tests.compare.test_comparator_parity import _tokenizer
 from tito_fast import TokenSeqComparator
 from tito_fast.testing import fixtures
 from tito_fast.testing.reference import ReferenceComparator

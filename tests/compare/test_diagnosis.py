@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_comparator_parity import ASSISTANT_START, _tokenizer
+from tests.compare.test_comparator_parity import ASSISTANT_START, _tokenizer
 from tito_fast import TokenSeqComparator
 from tito_fast.compare.diagnosis import RoleScheme, classify
 

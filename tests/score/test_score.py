@@ -24,7 +24,7 @@ from tito_fast.score.summary import summarize
 from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations, replay
 from tito_fast.testing import fixtures, reference
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QWEN_DUMP = EXAMPLES / "qwen3_dump.jsonl"
 GLM_DUMP = EXAMPLES / "glm47_dump.jsonl"
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tito_fast
-from tests.kinds import KINDS
+from tests.kernels.kinds import KINDS
 from tito_fast.testing import reference
 
 KIND_NAMES = sorted(KINDS)

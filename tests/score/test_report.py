@@ -23,7 +23,7 @@ from tito_fast.score.scorer import Scorer
 from tito_fast.score.summary import worst
 from tito_fast.testing import fixtures
 
-DUMP = Path(__file__).resolve().parent.parent / "examples" / "qwen3_dump.jsonl"
+DUMP = Path(__file__).resolve().parents[2] / "examples" / "qwen3_dump.jsonl"
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 

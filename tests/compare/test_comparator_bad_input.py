@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.test_comparator_parity import _session, _tokenizer
+from tests.compare.test_comparator_parity import _session, _tokenizer
 from tito_fast import TokenInputError, TokenSeqComparator
 from tito_fast.testing.reference import ReferenceComparator
 

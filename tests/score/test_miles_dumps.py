@@ -19,7 +19,7 @@ import pytest
 from tito_fast.cli.main import cli
 from tito_fast.score.run import run_score
 
-DATA = Path(__file__).parent / "data" / "miles"
+DATA = Path(__file__).resolve().parents[1] / "data" / "miles"
 FIXTURE = {"qwen3": "qwen3", "qwen35": "qwen35", "minimax_m27": "minimax_m27", "glm47": "glm47", "deepseekv32": "deepseek_v32"}
 
 

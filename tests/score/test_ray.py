@@ -18,7 +18,7 @@ from tito_fast.testing import fixtures
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore")  # Ray's own deprecation warnings
-DUMP = Path(__file__).resolve().parent.parent / "examples" / "qwen3_dump.jsonl"
+DUMP = Path(__file__).resolve().parents[2] / "examples" / "qwen3_dump.jsonl"
 
 
 def _rows() -> list[dict[str, Any]]:
