@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: example demo test verify-templates bench dev lint clean
+.PHONY: example demo test verify-templates docs bench dev lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,11 @@ verify-templates: $(BIN)/python
 		$(BIN)/tito-fast verify-template --tokenizer fixture:$${pair%%:*} --family $${pair##*:}; \
 	done
 
+## docs: build the manual (docs/, mkdocs with the material theme) into site/; --strict fails on broken links
+docs: $(BIN)/python
+	$(BIN)/python -m pip install --quiet '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 ## bench: full-size benchmarks on a release build; writes bench-results/ and prints the README table
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[test]'
@@ -57,4 +62,4 @@ lint:
 	cargo clippy --features python --lib -- -D warnings
 
 clean:
-	rm -rf target $(VENV) bench-results example-report .pytest_cache .hypothesis .benchmarks
+	rm -rf target $(VENV) bench-results example-report site .pytest_cache .hypothesis .benchmarks
