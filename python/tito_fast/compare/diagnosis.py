@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tito_fast._core import common_prefix_len
-from tito_fast.compare.alignment import Alignment, Mismatch, as_list, as_sliceable
+from tito_fast.compare.alignment import Alignment, Mismatch, MismatchType, as_list, as_sliceable
 from tito_fast.compare.roles import MessageTable, RoleScheme, RoleTracker
 
 #: A difference of at most this many ids, this close to a boundary, is a splice seam.
@@ -151,14 +151,14 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         # segment can span several messages when role markers are not special.
         msg, role = a_table.at(min(as_ + common_prefix_len(e_ids, a_ids), ae - 1))
         if e_special[i]:
-            return DiagnosisItem("special_token_type", "splice_seam", role, msg, i, (es, ee), (as_, ae), e_text, a_text)
+            return DiagnosisItem(MismatchType.SPECIAL_TOKEN_TYPE.value, "splice_seam", role, msg, i, (es, ee), (as_, ae), e_text, a_text)
         if e_text == a_text:
             ref_type = None
         else:
             assistant = cmp.is_assistant_segment(e_arr, e_starts, e_special, i) and cmp.is_assistant_segment(
                 a_arr, a_starts, a_special, j
             )
-            ref_type = "assistant_text" if assistant else "non_assistant_text"
+            ref_type = (MismatchType.ASSISTANT_TEXT if assistant else MismatchType.NON_ASSISTANT_TEXT).value
         kind_ = classify(e_ids, a_ids, e_text, a_text)
         return DiagnosisItem(ref_type, kind_, role, msg, i, (es, ee), (as_, ae), e_text, a_text)
 
@@ -205,7 +205,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
             detail += f"; actual messages {a_msgs[0]}..{a_msgs[-1]}"
         kind_ = classify(e_ids, a_ids, e_text, a_text)
         items.append(
-            DiagnosisItem("special_token_count", kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
+            DiagnosisItem(MismatchType.SPECIAL_TOKEN_COUNT.value, kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
     return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
 

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from tito_fast._core import trim_trailing
+from tito_fast.compare.alignment import MismatchType
 from tito_fast.score.scorer import SessionResult
 from tito_fast.score.summary import MISMATCH_TYPES, Summary
 
@@ -233,7 +234,7 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
             f"{len(r.mismatches)} mismatch(es) · first divergence at id {r.first_divergence}</span></h3>"
         )
         for it in r.items[:12]:
-            if it.type == "special_token_type":  # one token for another: mark it whole
+            if it.type == MismatchType.SPECIAL_TOKEN_TYPE.value:  # one token for another: mark it whole
                 left, right = [(it.expected_text, True)], [(it.actual_text, True)]
             else:
                 left, right = _diff_spans(it.expected_text, it.actual_text)
