@@ -1,6 +1,6 @@
 """Make rollout dumps the way Miles makes them, with Miles' own session lists (run by hand).
 
-The parity test `tests/test_miles_dumps.py` scores the dumps this writes to
+The parity test `tests/score/test_miles_dumps.py` scores the dumps this writes to
 `tests/data/miles/` with nothing but `--tokenizer` and `--family` and compares
 every session's mismatch list with the one Miles computed. This script is the
 only place that runs Miles: it needs a Miles checkout and is never run by the

@@ -26,19 +26,32 @@ pub enum BatchError {
 }
 
 /// Thread pools by size, built once: building one per call would cost more
-/// than comparing a small batch.
+/// than comparing a small batch. At most [`MAX_POOLS`] are kept (the least
+/// recently used one is dropped; its threads end once no call uses it).
 type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+
+/// Pools kept alive at once.
+pub const MAX_POOLS: usize = 4;
+/// The most threads one pool gets, whatever a caller asks for.
+pub const MAX_THREADS: usize = 256;
 
 fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
     static POOLS: OnceLock<Pools> = OnceLock::new();
+    let threads = threads.clamp(1, MAX_THREADS);
     let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
     let mut pools = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, p)) = pools.iter().find(|(n, _)| *n == threads) {
-        return Ok(Arc::clone(p));
+    if let Some(i) = pools.iter().position(|(n, _)| *n == threads) {
+        let entry = pools.remove(i);
+        let p = Arc::clone(&entry.1);
+        pools.push(entry); // most recently used last
+        return Ok(p);
     }
     let p = Arc::new(
         rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("tito-fast-{i}")).build()?,
     );
+    if pools.len() >= MAX_POOLS {
+        pools.remove(0);
+    }
     pools.push((threads, Arc::clone(&p)));
     Ok(p)
 }

@@ -71,6 +71,30 @@ impl TokenBuffer {
         if undo.windows(2).any(|w| w[0].tag > w[1].tag) {
             return Err(BufferError::InvalidState("undo records out of order".into()));
         }
+        // Every rollback must find the ids it restores: replay the lengths a
+        // rollback to each checkpoint would see (undo records newest first).
+        let mut len = ids.len();
+        let mut j = undo.len();
+        for keep in (1..=checkpoints.len()).rev() {
+            while j > 0 && undo[j - 1].tag >= keep {
+                let u = &undo[j - 1];
+                if u.pos > len {
+                    return Err(BufferError::InvalidState(format!(
+                        "undo record at {} is beyond the {len} ids it would restore",
+                        u.pos
+                    )));
+                }
+                len = u.pos + u.removed.len();
+                j -= 1;
+            }
+            if checkpoints[keep - 1] > len {
+                return Err(BufferError::InvalidState(format!(
+                    "checkpoint {} is at {}, beyond the {len} ids a rollback to it would keep",
+                    keep - 1,
+                    checkpoints[keep - 1]
+                )));
+            }
+        }
         Ok(Self { data: Arc::new(ids), checkpoints, undo })
     }
 
@@ -208,6 +232,20 @@ impl TokenBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn corrupt_states_are_refused() {
+        assert!(TokenBuffer::from_parts(vec![1], vec![100], vec![]).is_err());
+        let undo = vec![Undo { tag: 1, pos: 5, removed: vec![1] }];
+        assert!(TokenBuffer::from_parts(vec![1, 2], vec![2], undo).is_err());
+        let mut b = TokenBuffer::from_ids(vec![1, 2, 9]);
+        b.checkpoint();
+        b.replace_last(1, &[3, 4]).unwrap();
+        b.checkpoint();
+        let (ids, cps, undo) = b.parts();
+        let again = TokenBuffer::from_parts(ids.to_vec(), cps.to_vec(), undo.to_vec()).unwrap();
+        assert_eq!(again.parts().0, b.parts().0);
+    }
 
     #[test]
     fn rollback_restores_checkpoints() {

@@ -7,19 +7,27 @@
 //! aligned pair either has identical ids (equal, whatever the tokenizer) or
 //! needs a closer look (a different special id, or content whose ids differ).
 
-/// A set of token ids as a bitset: constant-time membership for any id.
+/// A set of token ids with constant-time membership. Its memory is sized by
+/// the ids present, never by how large they are: a bitset over the range
+/// `min..=max` when that range is small, else the sorted ids (binary search).
 #[derive(Debug, Clone)]
 pub struct IdSet {
-    bits: Vec<u64>,
     /// The smallest member (`u32::MAX` when empty): ids below it are out
     /// without a table lookup. Boundary ids are usually the highest ids of a
     /// vocabulary, so most ids of a sequence take this shortcut.
     min: u32,
+    bits: Vec<u64>,
+    /// The members, sorted, when the bitset would be large for them.
+    sparse: Vec<u32>,
 }
+
+/// The largest bitset `IdSet` builds: 2**22 bits (512 KiB) covers every
+/// vocabulary's id range; a wider range of few ids is searched instead.
+const MAX_BITS: u64 = 1 << 22;
 
 impl Default for IdSet {
     fn default() -> Self {
-        Self { bits: Vec::new(), min: u32::MAX }
+        Self { min: u32::MAX, bits: Vec::new(), sparse: Vec::new() }
     }
 }
 
@@ -27,28 +35,42 @@ impl IdSet {
     /// The set of `ids`.
     #[must_use]
     pub fn new(ids: &[u32]) -> Self {
-        let mut s = Self::default();
+        let (Some(&min), Some(&max)) = (ids.iter().min(), ids.iter().max()) else {
+            return Self::default();
+        };
+        let span = u64::from(max - min) + 1;
+        if span > MAX_BITS && span > 64 * ids.len() as u64 {
+            let mut sparse = ids.to_vec();
+            sparse.sort_unstable();
+            sparse.dedup();
+            return Self { min, bits: Vec::new(), sparse };
+        }
+        let mut bits = vec![0u64; span.div_ceil(64) as usize];
         for &id in ids {
-            s.insert(id);
+            let off = id - min;
+            bits[(off / 64) as usize] |= 1 << (off % 64);
         }
-        s
-    }
-
-    /// Add one id.
-    pub fn insert(&mut self, id: u32) {
-        self.min = self.min.min(id);
-        let w = (id / 64) as usize;
-        if w >= self.bits.len() {
-            self.bits.resize(w + 1, 0);
-        }
-        self.bits[w] |= 1 << (id % 64);
+        Self { min, bits, sparse: Vec::new() }
     }
 
     /// Whether `id` is in the set.
     #[inline]
     #[must_use]
     pub fn contains(&self, id: u32) -> bool {
-        id >= self.min && self.bits.get((id / 64) as usize).is_some_and(|w| w & (1 << (id % 64)) != 0)
+        if id < self.min {
+            return false;
+        }
+        if !self.sparse.is_empty() {
+            return self.sparse.binary_search(&id).is_ok();
+        }
+        let off = id - self.min;
+        self.bits.get((off / 64) as usize).is_some_and(|w| w & (1 << (off % 64)) != 0)
+    }
+
+    /// Bytes the set holds (its table), for tests and memory accounting.
+    #[must_use]
+    pub fn table_bytes(&self) -> usize {
+        self.bits.len() * 8 + self.sparse.len() * 4
     }
 }
 
@@ -120,6 +142,22 @@ pub fn align(expected: &[u32], actual: &[u32], boundary: &IdSet) -> Alignment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn id_sets_are_sized_by_their_ids() {
+        for ids in
+            [vec![], vec![7], vec![151_643, 151_645, 151_700], vec![0, u32::MAX], vec![5, 4_000_000_000, 4_000_000_001]]
+        {
+            let set = IdSet::new(&ids);
+            assert!(set.table_bytes() <= (1 << 19), "{ids:?}: {} bytes", set.table_bytes());
+            for &id in &ids {
+                assert!(set.contains(id), "{ids:?} lacks {id}");
+            }
+            for probe in [1u32, 6, 8, 151_644, 3_999_999_999, u32::MAX - 1] {
+                assert_eq!(set.contains(probe), ids.contains(&probe), "{ids:?} {probe}");
+            }
+        }
+    }
 
     #[test]
     fn idset() {

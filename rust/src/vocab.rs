@@ -140,7 +140,7 @@ fn opens_assistant(
     }
     let (p, s) = (segs[i - 1], segs[i]);
     let prev = t.text_bytes(&ids[p.start..p.end])?;
-    let head_ids = &ids[s.start..(s.start + probe).min(s.end)];
+    let head_ids = &ids[s.start..s.start.saturating_add(probe).min(s.end)];
     // The head's text is a prefix of the segment's (the bytes concatenate);
     // decoded alone, it must still be valid UTF-8 to be judged here.
     let head_len: usize = head_ids.iter().map(|&id| t.bytes(id).map_or(0, <[u8]>::len)).sum();

@@ -176,8 +176,15 @@ fn from_numpy<'py>(arr: &Bound<'py, PyUntypedArray>, argument: &str) -> PyResult
 /// object exposes no buffer.
 fn from_buffer<'py>(obj: &Bound<'py, PyAny>, argument: &str) -> PyResult<Option<Holder<'py>>> {
     let py = obj.py();
-    let Ok(buf) = PyUntypedBuffer::get(obj) else {
-        return Ok(None);
+    let buf = match PyUntypedBuffer::get(obj) {
+        Ok(buf) => buf,
+        // No buffer protocol at all: the caller tries the other routes.
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => return Ok(None),
+        // A buffer that cannot be read now (a released memoryview, a
+        // locked export) is an error, never an empty sequence.
+        Err(e) => {
+            return Err(input_error(py, argument, None, &format!("cannot read this buffer: {}", e.value(py))));
+        }
     };
     let Some(width) = format_width(buf.format(), buf.item_size()) else {
         return Err(input_error(
@@ -268,14 +275,36 @@ fn item_id(item: &Bound<'_, PyAny>, argument: &str, pos: usize) -> PyResult<u32>
     }
 }
 
+/// The most ids reserved up front from a length an object reports: a
+/// `__len__` is not trusted (it may claim 10**15 items and yield three).
+pub(crate) const MAX_PREALLOC: usize = 1 << 20;
+
+/// `Vec::with_capacity(hint)` for a length an object reports, capped (see [`MAX_PREALLOC`]).
+pub(crate) fn with_hint<T>(hint: usize) -> Vec<T> {
+    Vec::with_capacity(hint.min(MAX_PREALLOC))
+}
+
+/// Push onto a vector grown from an untrusted length: running out of
+/// memory is a `MemoryError`, not an abort of the process.
+pub(crate) fn push_checked<T>(out: &mut Vec<T>, item: T) -> PyResult<()> {
+    if out.len() == out.capacity() && out.try_reserve(out.capacity().max(16)).is_err() {
+        return Err(pyo3::exceptions::PyMemoryError::new_err(format!(
+            "out of memory after {} items of a token sequence",
+            out.len()
+        )));
+    }
+    out.push(item);
+    Ok(())
+}
+
 fn walk<'py>(
     items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
     hint: usize,
     argument: &str,
 ) -> PyResult<Vec<u32>> {
-    let mut out = Vec::with_capacity(hint);
+    let mut out = with_hint(hint);
     for (pos, item) in items.enumerate() {
-        out.push(item_id(&item?, argument, pos)?);
+        push_checked(&mut out, item_id(&item?, argument, pos)?)?;
     }
     Ok(out)
 }

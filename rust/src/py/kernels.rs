@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyList, PySet, PySlice};
 
 use super::errors::{batch_error, id_error, input_error, prefix_error};
-use super::input::{extract, Holder};
+use super::input::{extract, push_checked, with_hint, Holder};
 use crate::batch::{self, BatchError, Side};
 use crate::error::IdError;
 use crate::ids::{prepare_pair, Raw};
@@ -31,7 +31,7 @@ pub(crate) fn run<T: Send>(py: Python<'_>, n: usize, f: impl FnOnce() -> T + Sen
 pub(crate) fn threads_arg(threads: Option<i64>) -> PyResult<Option<usize>> {
     match threads {
         None => Ok(None),
-        Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX).min(1024))),
+        Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX).min(crate::batch::MAX_THREADS))),
         Some(n) => Err(PyValueError::new_err(format!("threads must be >= 1 or None, got {n}"))),
     }
 }
@@ -82,9 +82,9 @@ pub(crate) fn check_prefix(
 pub(crate) fn extract_seqs<'py>(seqs: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Holder<'py>>> {
     let py = seqs.py();
     let iter = seqs.try_iter().map_err(|_| input_error(py, name, None, "expected a sequence of token sequences"))?;
-    let mut out = Vec::with_capacity(seqs.len().unwrap_or(0));
+    let mut out = with_hint(seqs.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
-        out.push(extract(&item?, &format!("{name}[{i}]"))?);
+        push_checked(&mut out, extract(&item?, &format!("{name}[{i}]"))?)?;
     }
     Ok(out)
 }

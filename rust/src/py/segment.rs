@@ -226,7 +226,10 @@ impl Segmenter {
     /// table, an unknown id, a split character). The assistant test reads the
     /// special before a content segment and its first `probe_ids` ids, and
     /// asks whether their text starts with `assistant_start` (UTF-8).
-    #[pyo3(signature = (expected, actual, trim_ids = None, *, assistant_start = None, probe_ids = 20))]
+    #[pyo3(
+        signature = (expected, actual, trim_ids = None, *, assistant_start = None, probe_ids = None),
+        text_signature = "($self, expected, actual, trim_ids=None, *, assistant_start=None, probe_ids=20)"
+    )]
     fn align<'py>(
         &self,
         py: Python<'py>,
@@ -234,9 +237,9 @@ impl Segmenter {
         actual: &Bound<'py, PyAny>,
         trim_ids: Option<&Bound<'py, PyAny>>,
         assistant_start: Option<&[u8]>,
-        probe_ids: usize,
+        probe_ids: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAlignment>> {
-        let probe = Probe { start: assistant_start, ids: probe_ids };
+        let probe = Probe { start: assistant_start, ids: probe_ids_arg(probe_ids)? };
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let (he, ha) = (extract(expected, "expected_ids")?, extract(actual, "actual_ids")?);
         let (re, ra) = (he.raw(), ha.raw());
@@ -248,8 +251,8 @@ impl Segmenter {
 
     /// `align` over many pairs, in parallel; returns a list of `align` results.
     #[pyo3(signature = (
-        expected_seqs, actual_seqs, trim_ids = None, *, assistant_start = None, probe_ids = 20, threads = None
-    ))]
+        expected_seqs, actual_seqs, trim_ids = None, *, assistant_start = None, probe_ids = None, threads = None
+    ), text_signature = "($self, expected_seqs, actual_seqs, trim_ids=None, *, assistant_start=None, probe_ids=20, threads=None)")]
     #[allow(clippy::too_many_arguments)]
     fn align_batch<'py>(
         &self,
@@ -258,10 +261,10 @@ impl Segmenter {
         actual_seqs: &Bound<'py, PyAny>,
         trim_ids: Option<&Bound<'py, PyAny>>,
         assistant_start: Option<&[u8]>,
-        probe_ids: usize,
+        probe_ids: Option<&Bound<'py, PyAny>>,
         threads: Option<i64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let probe = Probe { start: assistant_start, ids: probe_ids };
+        let probe = Probe { start: assistant_start, ids: probe_ids_arg(probe_ids)? };
         let threads = super::threads_arg(threads)?;
         let trim = extract_id_set(trim_ids, "trim_trailing_ids")?;
         let he = super::extract_seqs(expected_seqs, "expected_seqs")?;
@@ -309,4 +312,25 @@ impl Segmenter {
         let args = PyTuple::new(py, [me.ids.clone().into_pyobject(py)?.into_any(), off, blob, added])?;
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
     }
+}
+
+const PROBE_IDS_DEFAULT: usize = 20;
+
+/// `probe_ids` as a count: a non-negative int (a bigger count than any
+/// sequence holds means the whole segment); anything else is a ValueError
+/// naming the argument.
+fn probe_ids_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    let Some(value) = value else {
+        return Ok(PROBE_IDS_DEFAULT);
+    };
+    if value.is_instance_of::<pyo3::types::PyBool>() || !value.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "probe_ids must be a non-negative int, got {}",
+            value.get_type().name()?
+        )));
+    }
+    if value.lt(0)? {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("probe_ids must be >= 0, got {value}")));
+    }
+    Ok(value.extract::<usize>().unwrap_or(usize::MAX))
 }
