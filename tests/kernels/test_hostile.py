@@ -118,3 +118,24 @@ def test_many_thread_counts_keep_few_pools_alive() -> None:
     while _threads() - before > 4 * 256 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _threads() - before <= 4 * 256, _threads()
+
+
+def test_an_id_near_2_32_does_not_make_a_huge_bitmap() -> None:
+    # A bitmap from 0 to 2**32-1 is 512 MiB; the set must be sized by the ids.
+    code = textwrap.dedent(
+        """
+        import resource
+        import tito_fast
+        from tito_fast._core import Segmenter
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        segs = [Segmenter({0, 9, 2**32 - 1}) for _ in range(4)]
+        a = segs[0].align([1, 9, 2], [1, 9, 3], trim_ids=[2**32 - 1, 5])
+        trimmed = tito_fast.trim_trailing([1, 2, 2**32 - 1], [0, 2**32 - 1])
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert trimmed == [1, 2], trimmed
+        print(grown)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout) < 64 * 1024, f"peak RSS grew by {int(out.stdout)} KiB"
