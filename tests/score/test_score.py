@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tito_fast.cli.main import cli
 from tito_fast.compare.alignment import Mismatch, MismatchType
-from tito_fast.errors import RenderError
+from tito_fast.errors import DumpError, RenderError
 from tito_fast.score.dump import BadRecord, Record, read_dump, write_jsonl, write_parquet
 from tito_fast.score.run import run_score, score_one
 from tito_fast.score.scorer import ScoredItem, Scorer, SessionResult
@@ -288,14 +288,13 @@ def test_parquet_equals_jsonl(tmp_path: Path) -> None:
     b = run_score(pq_path, "fixture:qwen3", "qwen3", scorer=fast)
     assert [(r.session_id, r.mismatches, r.items) for r in a.results] == [(r.session_id, r.mismatches, r.items) for r in b.results]
     assert b.results[3].source == "dump.parquet:row 3"
-    # a Parquet file without the required columns is a bad record per row, named by row
+    # a Parquet file without the required columns is one error about the file, not a bad row each
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"session_id": ["a", "b"]}), tmp_path / "cols.parquet")
-    bad = list(read_dump(tmp_path / "cols.parquet"))
-    assert [b.source for b in bad] == ["cols.parquet:row 0", "cols.parquet:row 1"]
-    assert all(isinstance(b, BadRecord) and "missing column" in b.reason for b in bad)
+    with pytest.raises(DumpError, match=r"no column\(s\) \['messages', 'token_ids'\]"):
+        list(read_dump(tmp_path / "cols.parquet"))
 
 
 def test_workers_give_the_same_results(tmp_path: Path) -> None:

@@ -13,7 +13,12 @@ Schema (JSONL: one JSON object per line; Parquet: one row per session):
 
 A record that cannot be used is yielded as a `BadRecord` naming the file,
 the line (JSONL, 1-based) or row (Parquet, 0-based) and the reason; the
-caller decides whether to skip it or stop.
+caller decides whether to skip it or stop. Hostile records are bad records
+too, never an exception that ends the job: a line over `MAX_RECORD_BYTES`
+(read no further than that), an integer of thousands of digits, JSON nested
+past the parser's depth, a lone surrogate (`\\ud800`) in a text, invalid
+UTF-8. A problem with the whole file (a missing required Parquet column, an
+empty dump) is one `DumpError`.
 
 Example:
     >>> from tito_fast.score.dump import read_dump
@@ -35,6 +40,8 @@ import numpy.typing as npt
 from tito_fast.errors import DumpError
 
 MAX_ID = 2**32 - 1
+#: The largest record (one JSONL line) read; a longer line is a bad record, read no further.
+MAX_RECORD_BYTES = 256 * 2**20
 
 
 def _loads(raw: bytes) -> Any:
@@ -109,11 +116,23 @@ def count_records(path: str | Path) -> int:
         import pyarrow.parquet as pq
 
         return int(pq.ParquetFile(p).metadata.num_rows)
-    n = 0
     with _open_binary(p) as f:
-        for line in f:
-            n += bool(line.strip())
-    return n
+        return sum(content for _, content in _scan_lines(f))
+
+
+def _scan_lines(f: Any) -> Iterator[tuple[int, bool]]:
+    """`(bytes, holds something)` for each line of the binary file `f`, read a
+    mebibyte at a time (a huge line is never held whole)."""
+    length, content = 0, False
+    while block := f.read(1 << 20):
+        start = 0
+        while (i := block.find(b"\n", start)) != -1:
+            yield length + i + 1 - start, content or not block[start:i].isspace() and i > start
+            length, content, start = 0, False, i + 1
+        length += len(block) - start
+        content = content or (len(block) > start and not block[start:].isspace())
+    if length:
+        yield length, content
 
 
 def read_dump(path: str | Path, *, batch_size: int = 256) -> Iterator[Record | BadRecord]:
@@ -140,27 +159,45 @@ def _read_jsonl(p: Path) -> Iterator[Record | BadRecord]:
         import gzip
 
         with gzip.open(p, "rb") as f:
-            for lineno, line in enumerate(f, 1):
-                if (rec := _jsonl_record(p.name, lineno, line)) is not None:
-                    yield rec
+            yield from _lines(f, p.name, 1, MAX_RECORD_BYTES)
         return
     yield from read_jsonl_range(p, 0, None, 1)
 
 
-def read_jsonl_range(path: str | Path, start: int, end: int | None, first_lineno: int) -> Iterator[Record | BadRecord]:
+def read_jsonl_range(
+    path: str | Path, start: int, end: int | None, first_lineno: int, *, max_bytes: int | None = None
+) -> Iterator[Record | BadRecord]:
     """The records of an uncompressed JSONL file between byte offsets `start` and
-    `end` (line boundaries; None: to the end), the first on line `first_lineno`.
-    Lines are split at b"\\n" only (a JSON text never holds a raw newline)."""
+    `end` (line boundaries; None: to the end), the first on line `first_lineno`,
+    read one line at a time; a line over `max_bytes` (default `MAX_RECORD_BYTES`)
+    is a bad record and is skipped without being held."""
     p = Path(path)
+    limit = MAX_RECORD_BYTES if max_bytes is None else max_bytes
     with open(p, "rb") as f:
         f.seek(start)
-        data = f.read() if end is None else f.read(end - start)
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    for k, line in enumerate(lines):
-        if (rec := _jsonl_record(p.name, first_lineno + k, line)) is not None:
+        yield from _lines(f, p.name, first_lineno, limit, end)
+
+
+def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None) -> Iterator[Record | BadRecord]:
+    """Records of the lines of the binary file `f` (up to byte `end`), each read
+    with at most `limit` + 1 bytes held at once."""
+    pos = f.tell() if end is not None else 0
+    while end is None or pos < end:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        pos += len(line)
+        if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line)
+            while chunk := f.readline(1 << 20):  # skip the rest of the line, a chunk at a time
+                size += len(chunk)
+                pos += len(chunk)
+                if chunk.endswith(b"\n"):
+                    break
+            yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)")
+        elif (rec := _jsonl_record(name, lineno, line)) is not None:
             yield rec
+        lineno += 1
 
 
 def jsonl_ranges(path: str | Path, records_per_range: int) -> list[tuple[int, int, int, int]]:
@@ -170,10 +207,10 @@ def jsonl_ranges(path: str | Path, records_per_range: int) -> list[tuple[int, in
     start = pos = n = 0
     first = lineno = 1
     with open(path, "rb") as f:
-        for line in f:
-            pos += len(line)
+        for size, content in _scan_lines(f):
+            pos += size
             lineno += 1
-            n += bool(line.strip())
+            n += content
             if n >= records_per_range:
                 out.append((start, pos, first, n))
                 start, first, n = pos, lineno, 0
@@ -192,6 +229,10 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
         return BadRecord(source, f"not UTF-8: {e.reason} at byte {e.start}")
     except json.JSONDecodeError as e:
         return BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
+    except RecursionError:
+        return BadRecord(source, "invalid JSON: nested too deep to read")
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        return BadRecord(source, f"invalid JSON: {e}")
     if not isinstance(obj, dict):
         return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
     return record_from_row(source, str(lineno), obj, json_strings=False)
@@ -200,19 +241,20 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(p)
+    try:
+        pf = pq.ParquetFile(p)
+    except Exception as e:  # pyarrow's own error types: not a Parquet file
+        raise DumpError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e})") from e
     names = set(pf.schema_arrow.names)
     missing = {"messages", "token_ids"} - names
+    if missing:
+        raise DumpError(f"{p}: the dump has no column(s) {sorted(missing)}; its columns are {sorted(names)}")
     row = 0
     for batch in pf.iter_batches(batch_size=batch_size):
-        cols = batch.to_pydict() if not missing else {}
+        cols = batch.to_pydict()
         for i in range(batch.num_rows):
-            source = f"{p.name}:row {row}"
-            if missing:
-                yield BadRecord(source, f"missing column(s) {sorted(missing)}")
-            else:
-                obj = {k: v[i] for k, v in cols.items()}
-                yield record_from_row(source, str(row), obj, json_strings=True)
+            obj = {k: v[i] for k, v in cols.items()}
+            yield record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
             row += 1
 
 
@@ -220,8 +262,45 @@ def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_s
     """A record from one parsed row (a JSON line's object, or a Parquet row as a dict), or
     why it is bad. `source` names the row for messages; `default_id` is its session id
     when it has none; with `json_strings` the messages, tools and metadata may be JSON text."""
+    try:
+        return _record(source, default_id, obj, json_strings)
+    except (ValueError, TypeError, RecursionError, UnicodeError, OverflowError) as e:
+        what = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
+        return BadRecord(source, f"unreadable record: {what}", _printable(obj.get("session_id")))
+
+
+def _printable(value: Any) -> str | None:
+    """`value` as a session id that can be written out (valid Unicode), else None."""
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` checked to serialise as JSON text: valid Unicode, not nested too deep;
+    non-finite floats (which JSON cannot hold) become the strings "NaN", "Infinity"."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        raise
+    except ValueError:  # NaN / Infinity somewhere: rewrite them
+        pass
+    text = json.dumps(value, ensure_ascii=False)
+    text.encode("utf-8")
+    return json.loads(text, parse_constant=lambda c: c)
+
+
+def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: bool) -> Record | BadRecord:
     sid = obj.get("session_id")
     session_id = str(sid) if sid is not None else default_id
+    if _printable(session_id) is None:
+        return BadRecord(source, "session_id is not valid Unicode (a lone surrogate)")
     for key in ("messages", "token_ids"):
         if obj.get(key) is None:
             return BadRecord(source, f"missing field {key!r}", session_id)
@@ -232,7 +311,9 @@ def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_s
             tools = json.loads(tools) if isinstance(tools, (str, bytes)) else tools
             metadata = json.loads(metadata) if isinstance(metadata, (str, bytes)) else metadata
     except json.JSONDecodeError as e:
-        return BadRecord(source, f"invalid JSON in a string column: {e.msg}", session_id)
+        return BadRecord(source, f"invalid JSON in a string column: {e.msg} at column {e.colno}", session_id)
+    except UnicodeDecodeError as e:
+        return BadRecord(source, f"not UTF-8 in a string column: {e.reason} at byte {e.start}", session_id)
     if not isinstance(messages, list) or not messages:
         return BadRecord(source, "'messages' must be a non-empty list", session_id)
     for i, m in enumerate(messages):
@@ -253,6 +334,14 @@ def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_s
     except OverflowError:
         k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
         return BadRecord(source, f"token_ids[{k}] = {ids[k]} is out of range", session_id)
+    try:  # everything a text must be to be rendered, encoded and written out
+        json.dumps([messages, tools], ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return BadRecord(source, "the messages or tools hold text that is not valid Unicode (a lone surrogate)", session_id)
+    try:
+        metadata = _json_safe(metadata)
+    except UnicodeEncodeError:
+        return BadRecord(source, "the metadata holds text that is not valid Unicode (a lone surrogate)", session_id)
     family = obj.get("family")
     return Record(
         source,
