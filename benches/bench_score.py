@@ -96,11 +96,11 @@ def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: py
         run = benchmark.pedantic(
             lambda: run_score(path, "fixture:qwen3", "qwen3", mode="full", scorer=_full_scorer()), **rounds
         )
-        lists = [r.mismatches for r in run.results]
+        lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
     else:
         workers = 2 if impl == "tito_fast_2_workers" else 1
         run = benchmark.pedantic(lambda: run_score(path, "fixture:qwen3", "qwen3", workers=workers, scorer=_scorer()), **rounds)
-        lists = [r.mismatches for r in run.results]
+        lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
     assert lists == _expected_lists(path)  # identical reference mismatch lists (hence metrics)
     assert any(lists) and not all(lists)
 
