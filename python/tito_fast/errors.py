@@ -80,6 +80,14 @@ class DumpError(ValueError):
     """The dump itself cannot be read (missing file, unknown format)."""
 
 
+class TokenizerLoadError(ValueError):
+    """A tokenizer could not be loaded: no such folder or fixture, no tokenizer files in it."""
+
+
+class OutputPathError(ValueError):
+    """An output path cannot be written, or would overwrite an input."""
+
+
 class ScoreError(ValueError):
     """One record cannot be scored (it is reported as a bad record, the run goes on)."""
 
@@ -97,6 +105,7 @@ __all__ = [
     "FamilyError",
     "FixtureError",
     "MatcherError",
+    "OutputPathError",
     "PrefixMismatchError",
     "RenderDiffError",
     "RenderError",
@@ -105,5 +114,6 @@ __all__ = [
     "TemplateNotAppendOnlyError",
     "TokenBufferError",
     "TokenInputError",
+    "TokenizerLoadError",
     "TurnNotProducibleError",
 ]

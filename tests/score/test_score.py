@@ -50,7 +50,7 @@ FAST = {"qwen3", "qwen35", "glm47", "minimax_m27", "llama31", "kimi_k2", "nemotr
 
 @functools.cache
 def _scorers(tok_name: str, family: str) -> tuple[Scorer, Scorer]:
-    fast = Scorer(fixtures.load_tokenizer(tok_name), CONFIGS.get(family, family))
+    fast = Scorer(fixtures.load_tokenizer(tok_name), CONFIGS.get(family, family), mode="fast")
     return fast, Scorer(tito=fast.tito, mode="full")
 
 
@@ -253,7 +253,7 @@ def test_cli_fail_marks_reports_incomplete(tmp_path: Path, capsys: Any) -> None:
                "--report", str(out_html), "--markdown", str(out_md), "--quiet")
     assert code == 2
     err = capsys.readouterr().err
-    assert "bad record at bad.jsonl:2: invalid JSON" in err
+    assert "tito-fast: error: bad record bad.jsonl:2: invalid JSON" in err and "Traceback" not in err
     assert json.loads(out_json.read_text())["summary"]["complete"] is False
     assert "INCOMPLETE" in out_html.read_text() and "INCOMPLETE" in out_md.read_text()
     code = cli("score", str(p), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--on-error", "skip", "--json", str(out_json), "--quiet")
@@ -267,13 +267,18 @@ def test_cli_score_outputs_and_ci_flag(tmp_path: Path, capsys: Any) -> None:
     assert code == 0
     captured = capsys.readouterr()
     assert "tito_session_mismatch_rate/v1/assistant_text" in captured.out and "sessions scored" in captured.out
-    assert "scored 40/40 sessions" in captured.err  # progress (not a terminal: one line per tenth)
+    assert "read 40/40 records" in captured.err  # progress (not a terminal: one line per tenth)
+    assert "records read" in captured.out and "40 of 40" in captured.out
+    assert "17 of 40 sessions (42.50%) differ" in captured.out  # the verdict first, in plain words
+    assert "With --ci this run would fail" in captured.out
     assert "tito_fast (Rust)" in captured.out  # the encoder row
     data = json.loads(out_json.read_text())
     assert len(data["sessions"]) == 40 and data["summary"]["sessions"] == 40
     assert data["summary"]["encoder"] == "tito_fast (Rust)"
     page = out_html.read_text()
     assert page.count("<svg") == 5 and "Worst sessions (3)" in page and "<script" not in page
+    assert "--ci fails" not in page and "With --ci this run would fail" in page  # the strict banner only under --ci
+    assert "<div>fresh render</div><div>session ids</div>" in page and "n=40" in page
     assert "| tito_session_mismatch_rate/v1 |" in out_md.read_text()
     assert cli("score", str(QWEN_DUMP), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--ci", "--quiet") == 1
     assert "special_token_count" in capsys.readouterr().err
@@ -318,7 +323,7 @@ def test_spawned_workers_give_the_same_results(tmp_path: Path, monkeypatch: Any)
     write_jsonl(p, rows)
     fast, _ = _scorers("qwen3", "qwen3")
     one = run_score(p, "fixture:qwen3", "qwen3", scorer=fast)
-    from_spec = run_score(p, "fixture:qwen3", "qwen3", workers=2)  # workers load the tokenizer themselves
+    from_spec = run_score(p, "fixture:qwen3", "qwen3", workers=2, mode="fast")  # workers load the tokenizer themselves
     from_scorer = run_score(p, "fixture:qwen3", "qwen3", workers=2, scorer=fast)  # workers get it pickled
     assert [r.to_dict() for r in one.results] == [r.to_dict() for r in from_spec.results] == [r.to_dict() for r in from_scorer.results]
 

@@ -93,7 +93,10 @@ def _single_id(tokenizer: Any, name: str, what: str) -> int:
     tid = single_id(tokenizer, name)
     if tid is None:
         ids = tokenizer.encode(name, add_special_tokens=False)
-        raise FamilyError(f"{what}: {name!r} is not one token of this tokenizer (it encodes to {ids})")
+        raise FamilyError(
+            f"{what}: {name!r} is not one token of this tokenizer (it encodes to {ids}); "
+            "is the family right for this tokenizer?"
+        )
     return tid
 
 

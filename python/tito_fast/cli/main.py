@@ -7,6 +7,17 @@ checks a family's merge against the full render, and `tito-fast demo`
 finds planted faults in synthetic sessions with the batch kernels
 (`tito_fast.cli.demo`).
 
+A problem is one line on stderr, `tito-fast: error: <what, where, what to
+do>`; `--debug` adds the traceback. Exit codes (`EXIT_CODES`):
+
+| code | meaning |
+|---|---|
+| 0 | done; nothing to report (or differences not asked to fail on) |
+| 1 | findings: `score --ci` strict mismatches, `diff` differences, `verify-template` failures, `demo` misses |
+| 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump |
+| 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
+| 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
+
 Example:
     >>> from tito_fast.cli.main import cli
     >>> cli("demo", "--sessions", "20", "--turns", "4", "--quiet")
@@ -17,33 +28,80 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
 from tito_fast._core import __version__
 from tito_fast.chat.families import get_tito_tokenizer
+from tito_fast.chat.identify import family_of_tokenizer
+from tito_fast.chat.presets import FAMILIES
 from tito_fast.cli.demo import print_summary, run_demo
 from tito_fast.cli.progress import Progress
-from tito_fast.errors import DumpError, FamilyError, RenderError, TemplateNotAppendOnlyError
+from tito_fast.errors import (
+    AppendOnlyError,
+    DumpError,
+    FamilyError,
+    FixtureError,
+    OutputPathError,
+    RenderError,
+    TemplateNotAppendOnlyError,
+    TokenInputError,
+    TokenizerLoadError,
+)
 from tito_fast.score import report
-from tito_fast.score.dump import BadRecord, read_dump
-from tito_fast.score.run import load_tokenizer, run_score
+from tito_fast.score.dump import BadRecord, json_error, read_dump
+from tito_fast.score.results import SUFFIXES, ResultWriter
+from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
 from tito_fast.score.scorer import Scorer
-from tito_fast.score.summary import worst
 from tito_fast.session.verify import verify_family
 
+#: The exit codes of `tito-fast` (see the module doc).
+EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130}
 
-def cli(*args: str) -> int:
-    """Run the command line with `args`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="tito-fast", description=__doc__.split("\n\n")[0] if __doc__ else None)
+
+class UsageError(ValueError):
+    """A command-line argument or input file the command cannot use (exit code 2)."""
+
+
+#: Errors that are the input's, not tito_fast's: one line, exit code 2.
+_INPUT_ERRORS = (
+    UsageError,
+    DumpError,
+    FamilyError,
+    RenderError,
+    TokenizerLoadError,
+    OutputPathError,
+    TokenInputError,
+    AppendOnlyError,
+    FixtureError,
+    OSError,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (`tito-fast: error: ...`), not usage + message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser = _Parser(prog="tito-fast", description=__doc__.split("\n\n")[0] if __doc__ else None, parents=[common])
     parser.add_argument("--version", action="version", version=f"tito_fast {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="find planted TITO faults in generated sessions")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    demo = sub.add_parser("demo", help="find planted TITO faults in generated sessions", parents=[common])
     demo.add_argument("--sessions", type=int, default=2000)
     demo.add_argument("--turns", type=int, default=20)
     demo.add_argument("--seed", type=int, default=0)
@@ -55,6 +113,7 @@ def cli(*args: str) -> int:
         help="check that a family's turn-by-turn merge reproduces the full chat-template render",
         description="For each role set ({tool}, {tool,user}, {tool,user,system}) replay multi-turn conversations "
         "turn by turn with the family's merge and compare the accumulated ids with the full render.",
+        parents=[common],
     )
     _model_args(verify)
     verify.add_argument(
@@ -67,7 +126,7 @@ def cli(*args: str) -> int:
     verify.add_argument(
         "--chat-template-kwargs", metavar="JSON", type=_json_object, default=None,
         help="template kwargs as a JSON object, e.g. '{\"enable_thinking\": false}'",
-    )
+    )  # fmt: skip
     verify.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT ('-' for stdout)")
     verify.add_argument("--quiet", action="store_true", help="no progress and no table")
     score = sub.add_parser(
@@ -75,17 +134,27 @@ def cli(*args: str) -> int:
         help="score a rollout dump: the reference's session mismatch metrics, diagnosed",
         description="Compare every session's accumulated ids with a fresh chat-template render (the reference's "
         "compute_session_mismatch), diagnose each difference (role, message, turn, kind) and aggregate.",
+        parents=[common],
     )
-    score.add_argument("dump", help="a .jsonl or .parquet dump (schema in the README)")
+    score.add_argument("dump", help="a .jsonl, .jsonl.gz or .parquet dump (schema in docs/scoring.md)")
     _model_args(score)
-    score.add_argument("--mode", choices=["fast", "full"], default="fast", help="fast: encode only differing segments (default)")
-    score.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    score.add_argument(
+        "--mode", choices=["full", "fast"], default="full",
+        help="full: encode every render whole, so retokenization drift shows (default); "
+        "fast: encode only differing segments (retokenization not checked)",
+    )  # fmt: skip
+    score.add_argument("--workers", type=_positive, default=1, help="processes (default 1)")
     score.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="stop at a bad record (default) or skip it")
-    score.add_argument("--metric-version", default="v1", help="the session-server version in the metric names (v1 or v2)")
-    score.add_argument("--json", metavar="OUT", help="write the summary and every session's results as JSON ('-' for stdout)")
+    score.add_argument(
+        "--metric-version", choices=METRIC_VERSIONS, default="v1", help="the session-server version in the metric names"
+    )
+    score.add_argument("--out", metavar="RESULTS", help="stream every session's result to RESULTS (.jsonl or .parquet)")
+    score.add_argument(
+        "--json", metavar="OUT", help="write the summary and every session's results as JSON ('-' for stdout)"
+    )
     score.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with plots")
     score.add_argument("--markdown", metavar="OUT.md", help="write the summary as Markdown")
-    score.add_argument("--worst", type=int, default=5, help="worst sessions shown in the reports (default 5)")
+    score.add_argument("--worst", type=_non_negative, default=5, help="worst sessions shown in the reports (default 5)")
     score.add_argument("--ci", action="store_true", help="exit 1 when a strict mismatch type has a non-zero rate")
     score.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     diff = sub.add_parser(
@@ -93,57 +162,160 @@ def cli(*args: str) -> int:
         help="two id sequences, or a dump session against its render, side by side by segment",
         description="With one file: a dump session (--session, default the first) against a fresh render of its "
         "messages. With two: two JSON files holding id lists (expected, actual).",
+        parents=[common],
     )
     diff.add_argument("inputs", nargs="+", metavar="FILE", help="DUMP, or EXPECTED.json ACTUAL.json")
     _model_args(diff)
     diff.add_argument("--session", help="session_id (or line/row number) in the dump")
-    diff.add_argument("--width", type=int, default=None, help="terminal width (default: detected)")
-    diff.add_argument("--context", type=int, default=1, help="equal segments kept around each difference")
+    diff.add_argument("--width", type=_positive, default=None, help="terminal width (default: detected)")
+    diff.add_argument("--context", type=_non_negative, default=1, help="equal segments kept around each difference")
     diff.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    ns = parser.parse_args(args)
-    if ns.command == "verify-template":
-        return _verify_template(ns)
-    if ns.command == "score":
-        return _score(ns)
-    if ns.command == "diff":
-        return _diff(ns)
-    if ns.sessions < 1 or ns.turns < 2:
-        parser.error("--sessions must be >= 1 and --turns >= 2")
-    summary = run_demo(ns.sessions, ns.turns, ns.seed, ns.threads, sys.stderr, ns.quiet)
-    if not ns.quiet:
-        print_summary(summary, sys.stdout)
-    if ns.json:
-        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2))
-    return 1 if summary.missed or summary.false_alarms else 0
+    return parser
 
 
-def _load_tokenizer(spec: str) -> Any:
-    return load_tokenizer(spec)
+def cli(*args: str) -> int:
+    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`)."""
+    debug = "--debug" in args
+    try:
+        try:
+            ns = _parser().parse_args(args)
+        except SystemExit as e:  # --help, --version
+            return int(e.code or 0)
+        if ns.command == "verify-template":
+            return _verify_template(ns)
+        if ns.command == "score":
+            return _score(ns)
+        if ns.command == "diff":
+            return _diff(ns)
+        return _demo(ns)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write("\ntito-fast: interrupted\n")
+        return EXIT_CODES["interrupted"]
+    except _INPUT_ERRORS as e:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tito-fast: error: {_one_line(e)}\n")
+        return EXIT_CODES["input"]
+    except Exception as e:  # a bug: say so, in one line, and how to report it
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(
+            f"tito-fast: internal error: {type(e).__name__}: {_one_line(e)}; this is a bug in tito_fast "
+            "(rerun with --debug for the traceback and report it)\n"
+        )
+        return EXIT_CODES["bug"]
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    text = " ".join(str(e).split())
+    return text or type(e).__name__
+
+
+def _positive(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", required=True, help="tokenizer directory (or fixture:NAME for a test fixture)")
-    p.add_argument("--family", default="default", help="family name, or a JSON file declaring a FamilyConfig")
+    p.add_argument(
+        "--family", default=None,
+        help="family name, or a JSON file declaring a FamilyConfig (default: the records' family field, else the "
+        f"family the tokenizer's chat template identifies); families: {', '.join(sorted(FAMILIES))}",
+    )  # fmt: skip
     p.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
     p.add_argument(
         "--encoder", metavar="FILE",
         help="DeepSeek V3.2/V4's encoding_dsv32.py / encoding_dsv4.py (default: found with Miles, SGLang, next to "
         "the tokenizer, in its encoding/ folder, or in miles-tito-tokenizers)",
-    )
+    )  # fmt: skip
 
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+        raise argparse.ArgumentTypeError(f"not valid JSON: {json_error(e)}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
 
 
-def _family_arg(value: str) -> Any:
-    return json.loads(Path(value).read_text(encoding="utf-8")) if value.endswith(".json") else value
+def _input_file(path: str, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} {path}: no such file")
+    if not p.is_file():
+        raise UsageError(f"{what} {path}: not a file")
+    return p
+
+
+def _family_arg(value: str | None) -> Any:
+    if value is None or not value.endswith(".json"):
+        if value is not None and value not in FAMILIES:
+            raise UsageError(
+                f"--family {value!r}: unknown family; families: {', '.join(sorted(FAMILIES))} "
+                "(or a JSON file declaring a FamilyConfig)"
+            )
+        return value
+    p = _input_file(value, "--family")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--family {value}: invalid JSON: {json_error(e)}") from None
+
+
+def _template_arg(path: str | None) -> str | None:
+    return None if path is None else _input_file(path, "--template").read_text(encoding="utf-8")
+
+
+def _encoder_arg(path: str | None) -> str | None:
+    return None if path is None else str(_input_file(path, "--encoder"))
+
+
+def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> None:
+    """Refuse, before any work, an output that cannot be written or that is an input."""
+    seen: dict[Path, str] = {}
+    protected = [Path(p).resolve() for p in inputs if p]
+    for flag, path in outputs.items():
+        if path is None or path == "-":
+            continue
+        p = Path(path)
+        target = p.resolve()
+        if p.is_dir():
+            raise OutputPathError(f"{flag} {path}: is a folder; give a file name")
+        if not target.parent.is_dir():
+            raise OutputPathError(f"{flag} {path}: the folder {p.parent} does not exist; create it first")
+        if not os.access(target.parent, os.W_OK):
+            raise OutputPathError(f"{flag} {path}: the folder {p.parent} is not writable")
+        for src in protected:
+            if target == src or (p.exists() and src.exists() and os.path.samefile(p, src)):
+                raise OutputPathError(f"{flag} {path}: is an input of this run; writing it would destroy the input")
+            if src.is_dir() and target.parent == src and target.name in TOKENIZER_FILES:
+                raise OutputPathError(f"{flag} {path}: would overwrite a file of the tokenizer")
+        if target in seen:
+            raise OutputPathError(f"{flag} {path}: {seen[target]} writes the same file")
+        seen[target] = flag
 
 
 def _write(path: str, text: str) -> None:
@@ -156,145 +328,217 @@ def _write(path: str, text: str) -> None:
     tmp.replace(path)
 
 
-def _score(ns: argparse.Namespace) -> int:
+@contextmanager
+def _json_stream(path: str | None) -> Iterator[tuple[IO[str], list[bool]] | None]:
+    """`{"sessions": [...], ...}` written as results come: yields (file, [first?]) or None."""
+    if path is None:
+        yield None
+        return
+    if path == "-":
+        yield sys.stdout, [True]
+        return
+    tmp = Path(path + ".tmp")
+    f = open(tmp, "w", encoding="utf-8")
+    ok = False
+    try:
+        yield f, [True]
+        ok = True
+    finally:
+        f.close()
+        if ok:
+            tmp.replace(path)
+        else:
+            tmp.unlink(missing_ok=True)
 
-    if ns.workers < 1:
-        sys.stderr.write("tito-fast score: --workers must be >= 1\n")
-        return 2
-    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    bar = Progress(0, sys.stderr, ns.quiet, verb="scored")
+
+def _demo(ns: argparse.Namespace) -> int:
+    if ns.sessions < 1 or ns.turns < 2:
+        raise UsageError("--sessions must be >= 1 and --turns >= 2")
+    _check_outputs({"--json": ns.json}, [])
+    summary = run_demo(ns.sessions, ns.turns, ns.seed, ns.threads, sys.stderr, ns.quiet)
+    if not ns.quiet:
+        print_summary(summary, sys.stdout)
+    if ns.json:
+        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2))
+    return 1 if summary.missed or summary.false_alarms else 0
+
+
+def _say(ns: argparse.Namespace, text: str) -> None:
+    if not ns.quiet:
+        sys.stderr.write(f"tito-fast: {text}\n")
+
+
+def _score(ns: argparse.Namespace) -> int:
+    if ns.out is not None and Path(ns.out).suffix not in SUFFIXES:
+        raise UsageError(f"--out {ns.out}: name it .jsonl or .parquet")
+    _check_outputs(
+        {"--out": ns.out, "--json": ns.json, "--report": ns.report, "--markdown": ns.markdown},
+        [ns.dump, ns.template, ns.encoder, ns.family if ns.family and ns.family.endswith(".json") else None, ns.tokenizer],
+    )
+    family = _family_arg(ns.family)
+    template, encoder = _template_arg(ns.template), _encoder_arg(ns.encoder)
+    bar = Progress(0, sys.stderr, ns.quiet, verb="read", unit="records")
 
     def progress(done: int, total: int) -> None:
         bar.total = total
         bar.update(done)
 
     start = time.perf_counter()
+    stream = iter_score(
+        ns.dump, ns.tokenizer, family, template=template, encoder_path=encoder, mode=ns.mode, workers=ns.workers,
+        on_error=ns.on_error, metric_version=ns.metric_version, progress=progress, interruptible=True, worst=ns.worst,
+    )  # fmt: skip
+    if stream.family_note:
+        _say(ns, stream.family_note)
+    writer = ResultWriter(ns.out) if ns.out else None
     try:
-        run = run_score(
-            ns.dump,
-            ns.tokenizer,
-            _family_arg(ns.family),
-            template=template,
-            encoder_path=ns.encoder,
-            mode=ns.mode,
-            workers=ns.workers,
-            on_error=ns.on_error,
-            metric_version=ns.metric_version,
-            progress=progress,
-            interruptible=True,
-        )
-    except (DumpError, FamilyError, RenderError) as e:
-        sys.stderr.write(f"tito-fast score: {e}\n")
-        return 2
-    seconds = time.perf_counter() - start
-    s = run.summary
-    if run.stopped_at == "interrupted":
-        sys.stderr.write("\ntito-fast score: interrupted; any report written below is marked INCOMPLETE.\n")
-    elif run.stopped_at is not None:
-        bad = run.bad[-1]
-        bar.out.write("\n" if bar.tty else "")
-        sys.stderr.write(
-            f"tito-fast score: bad record at {bad.source}: {bad.reason}\n"
-            "  stopped (--on-error=fail); rerun with --on-error=skip to skip bad records. "
-            "Any report written below is marked INCOMPLETE.\n"
-        )
-    elif run.bad:
-        sys.stderr.write(f"tito-fast score: skipped {len(run.bad)} bad record(s), first {run.bad[0].source}: {run.bad[0].reason}\n")
-    worst_k = worst(run.results, ns.worst)
-    if not ns.quiet:
-        scoring = seconds - run.setup_seconds
-        timing = (
-            f"{seconds:.2f} s: setup {run.setup_seconds:.2f} s, then {scoring / max(s.sessions + s.bad_records, 1) * 1e3:.1f} ms "
-            f"a session ({ns.workers} worker{'s' if ns.workers > 1 else ''})"
-        )
-        table_out = sys.stderr if ns.json == "-" else sys.stdout  # stdout carries the JSON then
-        table_out.write(report.text_table(s, [("time", timing)]))
-    title = f"tito-fast score: {Path(ns.dump).name}"
-    if ns.json:
-        payload = {"summary": s.to_dict(), "sessions": [r.to_dict() for r in run.results], "seconds": seconds}
-        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
-    if ns.report:
-        _write(ns.report, report.html_report(s, worst_k, title=title, source=str(ns.dump)))
-    if ns.markdown:
-        _write(ns.markdown, report.markdown_report(s, worst_k, title=title))
+        with _json_stream(ns.json) as js:
+            if js is not None:
+                js[0].write('{"sessions": [\n')
+            for out in stream:
+                if writer is not None:
+                    writer.write(out)
+                if js is not None and not isinstance(out, BadRecord):
+                    f, first = js
+                    f.write(("" if first[0] else ",\n") + json.dumps(out.to_dict(), ensure_ascii=False, allow_nan=False))
+                    first[0] = False
+            seconds = time.perf_counter() - start
+            s = stream.summary
+            if js is not None:
+                tail = {"summary": s.to_dict(), "seconds": seconds}
+                js[0].write("\n],\n" + json.dumps(tail, indent=2, ensure_ascii=False, allow_nan=False)[1:] + "\n")
+    finally:
+        if writer is not None:
+            writer.close()
+    _report_score(ns, stream, seconds)
+    if stream.stopped_at == "interrupted":
+        return EXIT_CODES["interrupted"]
     if not s.complete:
-        return 2
+        return EXIT_CODES["input"]
     if ns.ci and s.ci_failures:
-        sys.stderr.write("tito-fast score --ci: " + "; ".join(s.ci_failures) + "\n")
-        return 1
-    return 0
+        sys.stderr.write("tito-fast: --ci: " + "; ".join(s.ci_failures) + "\n")
+        return EXIT_CODES["findings"]
+    return EXIT_CODES["ok"]
+
+
+def _report_score(ns: argparse.Namespace, stream: ScoreStream, seconds: float) -> None:
+    s = stream.summary
+    bad = stream.bad
+    if stream.stopped_at == "interrupted":
+        sys.stderr.write("\ntito-fast: interrupted; the reports written below are marked INCOMPLETE\n")
+    elif stream.stopped_at is not None:
+        last = bad[-1]
+        sys.stderr.write(
+            f"tito-fast: error: bad record {last.source}: {last.reason}; stopped (--on-error fail): rerun with "
+            "--on-error skip to skip bad records; the reports written below are marked INCOMPLETE\n"
+        )
+    elif bad:
+        _say(ns, f"skipped {s.bad_records} bad record(s), the first {bad[0].source}: {bad[0].reason}")
+    if not ns.quiet:
+        rows = [("records read", f"{stream.done:,} of {stream.total:,}")]
+        if s.sessions:
+            scoring = seconds - stream.setup_seconds
+            workers = f"{ns.workers} worker{'s' if ns.workers > 1 else ''}"
+            rows.append(
+                ("time", f"{seconds:.2f} s: setup {stream.setup_seconds:.2f} s, then {scoring / stream.done * 1e3:.1f} ms a record ({workers})")
+            )
+        else:
+            rows.append(("time", f"{seconds:.2f} s (no session scored)"))
+        table_out = sys.stderr if ns.json == "-" else sys.stdout  # stdout carries the JSON then
+        table_out.write(report.text_table(s, rows, ci=ns.ci))
+    title = f"tito-fast score: {Path(ns.dump).name}"
+    worst = stream.worst()
+    if ns.report:
+        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci))
+    if ns.markdown:
+        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci))
 
 
 def _read_ids(path: str) -> Any:
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """A JSON file's id list (or an object's `token_ids` / `ids`), checked as the score job checks ids."""
+    p = _input_file(path, "id file")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}: invalid JSON: {json_error(e)}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if isinstance(data, dict):
         data = data.get("token_ids", data.get("ids"))
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of ids (or an object with 'token_ids')")
-    return np.asarray(data, dtype=np.int64)
+        raise UsageError(f"{path}: expected a JSON list of token ids (or an object with 'token_ids')")
+    for i, x in enumerate(data):
+        if type(x) is not int:
+            raise UsageError(f"{path}: item {i} is {json.dumps(x)} ({type(x).__name__}); token ids are integers")
+        if not 0 <= x <= 2**32 - 1:
+            raise UsageError(f"{path}: item {i} is {x}; token ids are in [0, 2**32-1]")
+    return np.asarray(data, dtype=np.uint32)
 
 
 def _diff(ns: argparse.Namespace) -> int:
-    import os
-    import shutil
-
-
     if len(ns.inputs) > 2:
-        sys.stderr.write("tito-fast diff: give a dump, or two id files\n")
-        return 2
-    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    try:
-        scorer = Scorer(_load_tokenizer(ns.tokenizer), _family_arg(ns.family), chat_template=template, mode="full", encoder_path=ns.encoder)
-    except (FamilyError, RenderError) as e:
-        sys.stderr.write(f"tito-fast diff: {e}\n")
-        return 2
+        raise UsageError("give a dump, or two id files (EXPECTED.json ACTUAL.json)")
+    for path in ns.inputs:
+        _input_file(path, "input")
+    tok = load_tokenizer(ns.tokenizer)
+    family = _family_arg(ns.family)
+    if family is None:
+        if len(ns.inputs) == 1:
+            family, note = resolve_family(ns.inputs[0], tok)
+        else:
+            found = family_of_tokenizer(tok)
+            if found is None:
+                raise UsageError(
+                    f"give --family: the tokenizer's chat template is not one tito_fast recognises; families: {', '.join(sorted(FAMILIES))}"
+                )
+            family, note = found[0], f"family {found[0]!r}: {found[1]}"
+        sys.stderr.write(f"tito-fast: {note}\n")
+    scorer = Scorer(tok, family, chat_template=_template_arg(ns.template), mode="full", encoder_path=_encoder_arg(ns.encoder))
     if len(ns.inputs) == 2:
         expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
+        labels = (Path(ns.inputs[0]).name, Path(ns.inputs[1]).name)
         title = f"{ns.inputs[0]} vs {ns.inputs[1]}"
     else:
         record = None
         for r in read_dump(ns.inputs[0]):
             if isinstance(r, BadRecord):
                 if ns.session is not None and r.session_id == ns.session:
-                    sys.stderr.write(f"tito-fast diff: {r.source}: {r.reason}\n")
-                    return 2
+                    raise UsageError(f"session {ns.session!r} is a bad record ({r.source}): {r.reason}")
                 continue
-            if ns.session is None or r.session_id == ns.session:
+            if ns.session is None or ns.session in (r.session_id, r.source.rsplit(":", 1)[-1].removeprefix("row ")):
                 record = r
                 break
         if record is None:
-            sys.stderr.write(f"tito-fast diff: no session {ns.session!r} in {ns.inputs[0]}\n")
-            return 2
+            raise UsageError(f"no session {ns.session!r} in {ns.inputs[0]}" if ns.session else f"no readable session in {ns.inputs[0]}")
         actual = record.token_ids
         expected = scorer.expected_ids(record)
-        title = f"session {record.session_id} ({record.source}): fresh render vs session ids"
+        labels = ("fresh render", "session ids")
+        title = f"session {record.session_id} ({record.source})"
     colour = ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     width = ns.width or shutil.get_terminal_size((120, 24)).columns
-    pairs = report.segment_pairs(scorer.cmp, expected, actual)
-    sys.stdout.write(title + "\n")
-    sys.stdout.write(report.terminal_diff(pairs, colour=colour, width=width, context=ns.context))
-    mismatches = scorer.cmp.compare_sequences(expected, actual)
-    for m in mismatches:
-        sys.stdout.write(f"reference: {m.type.value} at segment {m.segment_index}\n")
-    return 1 if mismatches else 0
+    sys.stdout.write(report.diff_text(scorer.cmp, expected, actual, title=title, labels=labels, colour=colour, width=width, context=ns.context))
+    return EXIT_CODES["findings"] if scorer.cmp.compare_sequences(expected, actual) else EXIT_CODES["ok"]
 
 
 def _verify_template(ns: argparse.Namespace) -> int:
-
-    tok = _load_tokenizer(ns.tokenizer)
+    _check_outputs({"--json": ns.json}, [ns.template, ns.encoder, ns.tokenizer])
+    tok = load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
-    template = Path(ns.template).read_text(encoding="utf-8") if ns.template else None
-    options = dict(chat_template=template, encoder_path=ns.encoder)
+    if family is None:
+        found = family_of_tokenizer(tok)
+        if found is None:
+            raise UsageError(
+                f"give --family: the tokenizer's chat template is not one tito_fast recognises; families: {', '.join(sorted(FAMILIES))}"
+            )
+        family = found[0]
+        _say(ns, f"family {found[0]!r}: {found[1]}")
+    options = dict(chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder))
     refused = ""
     try:
-        try:
-            tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)
-        except TemplateNotAppendOnlyError as e:
-            refused = str(e)  # the family would refuse this template: replay it anyway to show where it breaks
-            tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, check_template=False, **options)
-    except (FamilyError, RenderError) as e:
-        sys.stderr.write(f"tito-fast verify-template: {e}\n")
-        return 2
+        tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)
+    except TemplateNotAppendOnlyError as e:
+        refused = str(e)  # the family would refuse this template: replay it anyway to show where it breaks
+        tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, check_template=False, **options)
     if not ns.quiet:
         sys.stderr.write(f"verify-template: family {tito.family}, template: {tito.template_source}\n")
         for note in tito.notes:
@@ -321,7 +565,7 @@ def _verify_template(ns: argparse.Namespace) -> int:
     if ns.json:
         payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
         _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
-    return 1 if failed or refused or not any(r.ok for r in results) else 0
+    return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
 
 
 def main() -> None:

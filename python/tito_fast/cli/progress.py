@@ -18,8 +18,8 @@ from typing import TextIO
 class Progress:
     """A progress bar on a terminal; a line per tenth of the work elsewhere."""
 
-    def __init__(self, total: int, out: TextIO, quiet: bool, verb: str = "built") -> None:
-        self.total, self.out, self.quiet, self.verb = total, out, quiet, verb
+    def __init__(self, total: int, out: TextIO, quiet: bool, verb: str = "built", unit: str = "sessions") -> None:
+        self.total, self.out, self.quiet, self.verb, self.unit = total, out, quiet, verb, unit
         self.tty = out.isatty()
         self.shown = -1
 
@@ -32,9 +32,9 @@ class Progress:
         self.shown = step
         if self.tty:
             filled = 30 * done // self.total
-            self.out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} sessions {self.verb}")
+            self.out.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} {self.unit} {self.verb}")
             if done == self.total:
                 self.out.write("\n")
         else:
-            self.out.write(f"{self.verb} {done}/{self.total} sessions\n")
+            self.out.write(f"{self.verb} {done}/{self.total} {self.unit}\n")
         self.out.flush()

@@ -100,13 +100,37 @@ class _Fields:
 
 
 def dump_format(path: str | Path) -> str:
-    """"jsonl" or "parquet", from the file name."""
-    name = str(path).lower()
+    """"jsonl" or "parquet", from the file name, checked against the file's first bytes.
+
+    Raises:
+        DumpError: no such file, an unknown suffix, or content that is not
+            what the name says (a JSONL file named .parquet).
+    """
+    p = Path(path)
+    name = p.name.lower()
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".json")):
-        return "jsonl"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    raise DumpError(f"{path}: unknown dump format (expected .jsonl or .parquet)")
+        fmt = "jsonl"
+    elif name.endswith((".parquet", ".pq")):
+        fmt = "parquet"
+    else:
+        raise DumpError(f"{path}: unknown dump format (name it .jsonl, .jsonl.gz or .parquet)")
+    if not p.exists():
+        raise DumpError(f"{path}: no such file")
+    if not p.is_file():
+        raise DumpError(f"{path}: not a file")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise DumpError(f"{path}: cannot be read ({e.strerror})") from e
+    if fmt == "parquet" and head and head != b"PAR1":
+        hint = "; it looks like JSON lines: name it .jsonl" if head[:1] in b"{[ \n" else ""
+        raise DumpError(f"{path}: named .parquet but not a Parquet file{hint}")
+    if fmt == "jsonl" and head == b"PAR1":
+        raise DumpError(f"{path}: a Parquet file named {p.suffix}; name it .parquet")
+    if name.endswith(".gz") and head and head[:2] != b"\x1f\x8b":
+        raise DumpError(f"{path}: named .gz but not gzip-compressed")
+    return fmt
 
 
 def count_records(path: str | Path) -> int:
@@ -219,6 +243,13 @@ def jsonl_ranges(path: str | Path, records_per_range: int) -> list[tuple[int, in
     return out
 
 
+def json_error(e: json.JSONDecodeError) -> str:
+    """The parser's message with where it happened, read as one phrase
+    ("Unterminated string starting at column 9", "Expecting value at column 3")."""
+    msg = e.msg.removesuffix(" at")
+    return f"{msg} at column {e.colno}" if e.lineno == 1 else f"{msg} at line {e.lineno} column {e.colno}"
+
+
 def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | None:
     if not raw.strip():
         return None
@@ -228,7 +259,7 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
     except UnicodeDecodeError as e:
         return BadRecord(source, f"not UTF-8: {e.reason} at byte {e.start}")
     except json.JSONDecodeError as e:
-        return BadRecord(source, f"invalid JSON: {e.msg} at column {e.colno}")
+        return BadRecord(source, f"invalid JSON: {json_error(e)}")
     except RecursionError:
         return BadRecord(source, "invalid JSON: nested too deep to read")
     except ValueError as e:  # e.g. an integer of more digits than Python converts
@@ -311,7 +342,7 @@ def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: boo
             tools = json.loads(tools) if isinstance(tools, (str, bytes)) else tools
             metadata = json.loads(metadata) if isinstance(metadata, (str, bytes)) else metadata
     except json.JSONDecodeError as e:
-        return BadRecord(source, f"invalid JSON in a string column: {e.msg} at column {e.colno}", session_id)
+        return BadRecord(source, f"invalid JSON in a string column: {json_error(e)}", session_id)
     except UnicodeDecodeError as e:
         return BadRecord(source, f"not UTF-8 in a string column: {e.reason} at byte {e.start}", session_id)
     if not isinstance(messages, list) or not messages:

@@ -49,15 +49,102 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
     return rows
 
 
-def text_table(s: Summary, extra: list[tuple[str, str]] | None = None) -> str:
-    """The summary as an aligned two-column table (with `extra` rows at the end)."""
+def text_table(s: Summary, extra: list[tuple[str, str]] | None = None, *, ci: bool = False) -> str:
+    """The verdict, then the summary as an aligned two-column table (with `extra` rows at the end)."""
     rows = summary_rows(s) + (extra or [])
     width = max(len(k) for k, _ in rows)
-    return "".join(f"{k:<{width}}  {v}\n" for k, v in rows)
+    head = "".join(line + "\n" for line in verdict(s, ci=ci)) + "\n"
+    return head + "".join(f"{k:<{width}}  {v}\n" for k, v in rows)
+
+
+#: What usually causes each kind of difference, and what to do about it.
+KIND_NOTES: dict[str, tuple[str, str]] = {
+    "retokenization": (
+        "the same text was tokenized into other ids (the engine's ids were decoded and re-encoded somewhere)",
+        "keep the engine's ids end to end (TITO); never rebuild a turn's ids from its text",
+    ),
+    "whitespace_only": (
+        "the texts differ only in whitespace (a template or parser that strips or adds newlines or spaces)",
+        "render with the template the engine used; check content stripping in the tool or reasoning parser",
+    ),
+    "splice_seam": (
+        "a few ids at a turn boundary: how turns were joined (a missing or extra newline or end token)",
+        "check the family's merge rule (--family) and that completions keep their stop token",
+    ),
+    "content": (
+        "the text itself differs: the messages do not say what the engine saw (a parser, a rewritten history, another template)",
+        "compare the worst sessions below; check the chat template and the reasoning and tool-call parsers",
+    ),
+}
+
+
+def verdict(s: Summary, *, ci: bool = False) -> list[str]:
+    """The run's outcome in plain words: how many sessions differ, by kind and
+    role, what usually causes each kind and what to do; the `--ci` outcome."""
+    prefix = f"tito_session_mismatch_rate/{s.metric_version}"
+    lines: list[str] = []
+    if not s.complete:
+        lines.append("INCOMPLETE: the run stopped early; the figures cover only the records before it.")
+    if not s.sessions:
+        lines.append("No session was scored." + (f" {s.bad_records:,} bad record(s)." if s.bad_records else ""))
+        return lines
+    differ = round(s.metrics.get(prefix, 0.0) * s.sessions)
+    if differ:
+        lines.append(
+            f"{differ:,} of {s.sessions:,} sessions ({_pct(differ / s.sessions)}) differ from a fresh render of their messages "
+            "(the reference's mismatch)."
+        )
+    else:
+        lines.append(f"All {s.sessions:,} sessions match a fresh render of their messages (no reference mismatch).")
+    retok = s.by_kind.get("retokenization", 0)
+    if retok and s.mode == "full":
+        lines.append(f"{retok:,} difference(s) are retokenizations: same text, other ids (the reference cannot see these).")
+    if s.mode == "fast":
+        lines.append("Mode fast: retokenization not checked (--mode full checks it).")
+    for kind, n in s.by_kind.items():
+        cause, action = KIND_NOTES.get(kind, ("", ""))
+        if n and cause:
+            lines.append(f"- {kind}: {n:,} difference(s). Usually {cause}. What to do: {action}.")
+    if s.by_role:
+        lines.append("Reported differences by role: " + ", ".join(f"{k} {v:,}" for k, v in s.by_role.items()) + ".")
+    if s.ci_failures:
+        what = "; ".join(s.ci_failures)
+        lines.append(f"--ci fails: {what}." if ci else f"With --ci this run would fail: {what}.")
+    elif ci:
+        lines.append("--ci passes: no strict mismatch type (special_token_count, special_token_type, non_assistant_text).")
+    if s.bad_records:
+        lines.append(f"{s.bad_records:,} bad record(s) were not scored (listed below).")
+    return lines
 
 
 def _visible(text: str) -> str:
+    """Line breaks and tabs marked (↵, →), for unchanged text."""
     return text.replace("\n", "↵\n").replace("\t", "→")
+
+
+def visible_whitespace(text: str) -> str:
+    r"""Every whitespace character marked, for differing text: space ·, tab →,
+    newline ↵ (a line break follows), carriage return ␍, others as \uXXXX.
+
+    Example:
+        >>> visible_whitespace("a b\t")
+        'a·b→'
+    """
+    out = []
+    for c in text:
+        if c == " ":
+            out.append("·")
+        elif c == "\t":
+            out.append("→")
+        elif c == "\n":
+            out.append("↵\n")
+        elif c == "\r":
+            out.append("␍")
+        elif c.isspace():
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _clip(text: str, lo: int, hi: int) -> tuple[str, str, str]:
@@ -96,7 +183,9 @@ def _context(text: str, before: bool) -> str:
 
 def _html_runs(runs: list[tuple[str, bool]], cls: str) -> str:
     return "".join(
-        (f'<span class="{cls}">{html.escape(_visible(t)) or "∅"}</span>' if d else html.escape(_visible(t))) for t, d in runs if t or d
+        (f'<span class="{cls}">{html.escape(visible_whitespace(t)) or "∅"}</span>' if d else html.escape(_visible(t)))
+        for t, d in runs
+        if t or d
     )
 
 
@@ -125,8 +214,18 @@ def bar_chart(title: str, labels: list[str], values: list[float], *, percent: bo
     return "".join(parts)
 
 
-def column_chart(title: str, xs: list[str], values: list[float], *, percent: bool, xlabel: str, width: int = 560) -> str:
-    """Vertical bars (a histogram or a per-index rate) as inline SVG."""
+def column_chart(
+    title: str,
+    xs: list[str],
+    values: list[float],
+    *,
+    percent: bool,
+    xlabel: str,
+    width: int = 560,
+    counts: list[int] | None = None,
+) -> str:
+    """Vertical bars (a histogram or a per-index rate) as inline SVG; `counts`:
+    how many sessions stand behind each bar (shown on it, and in its tooltip)."""
     height, bottom, left = 220, 40, 50
     plot_w, plot_h = width - left - 10, height - bottom - 30
     top = max(values) if values and max(values) > 0 else 1.0
@@ -146,22 +245,19 @@ def column_chart(title: str, xs: list[str], values: list[float], *, percent: boo
     for i, v in enumerate(values):
         h = plot_h * (v / top)
         x = left + i * bw
-        parts.append(f'<rect x="{x + 1:.1f}" y="{30 + plot_h - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="b"/>')
+        tip = f"{xs[i]}: {_pct(v) if percent else f'{v:,.0f}'}" + (f" of {counts[i]:,} sessions" if counts else "")
+        parts.append(
+            f'<rect x="{x + 1:.1f}" y="{30 + plot_h - h:.1f}" width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="b">'
+            f"<title>{html.escape(tip)}</title></rect>"
+        )
+        if counts and (bw >= 18 or i % step == 0):
+            parts.append(
+                f'<text x="{x + bw / 2:.1f}" y="{30 + plot_h - h - 3:.1f}" class="n" text-anchor="middle">n={counts[i]:,}</text>'
+            )
         if i % step == 0:
             parts.append(f'<text x="{x + bw / 2:.1f}" y="{30 + plot_h + 14}" class="l" text-anchor="middle">{html.escape(xs[i])}</text>')
     parts.append("</svg>")
     return "".join(parts)
-
-
-def _histogram(values: list[int], bins: int = 20) -> tuple[list[str], list[float]]:
-    if not values:
-        return [], []
-    hi = max(values) + 1
-    width = max(1, -(-hi // bins))
-    counts = [0] * (-(-hi // width))
-    for v in values:
-        counts[v // width] += 1
-    return [f"{i * width:,}" for i in range(len(counts))], [float(c) for c in counts]
 
 
 def plots(s: Summary) -> list[str]:
@@ -170,7 +266,8 @@ def plots(s: Summary) -> list[str]:
     types = ["any", *MISMATCH_TYPES]
     type_rates = [s.metrics.get(prefix, 0.0)] + [s.metrics.get(f"{prefix}/{t}", 0.0) for t in MISMATCH_TYPES]
     turns = s.by_turn[:60]
-    xs, hist = _histogram(s.first_divergence)
+    xs = [f"{b['start']:,}" for b in s.first_divergence_bins]
+    hist = [float(b["sessions"]) for b in s.first_divergence_bins]
     return [
         bar_chart("Share of sessions with a mismatch, by type", types, type_rates),
         bar_chart("Reported differences by role", list(s.by_role), [float(v) for v in s.by_role.values()], percent=False),
@@ -180,7 +277,8 @@ def plots(s: Summary) -> list[str]:
             [str(t["turn"]) for t in turns],
             [t["rate"] for t in turns],
             percent=True,
-            xlabel="turn index",
+            xlabel="turn index (n: sessions that reach the turn)",
+            counts=[t["sessions"] for t in turns],
         ),
         column_chart("First divergence (id position), sessions per bin", xs, hist, percent=False, xlabel="id position"),
     ]
@@ -194,16 +292,44 @@ table{border-collapse:collapse} td,th{padding:3px 10px;border-bottom:1px solid #
 .ok{background:#e7f6ec;padding:8px 12px}.warn{background:#fff4e5;padding:8px 12px}
 .plots{display:flex;flex-wrap:wrap;gap:18px}.plots svg{background:#fafbfc;border:1px solid #e3e6ea;padding:6px}
 .t{font:600 13px system-ui,sans-serif}.l{font:11px system-ui,sans-serif;fill:#444}.v{font:11px monospace;fill:#222}
-.b{fill:#3b6fd8}.ax{stroke:#888}
+.b{fill:#3b6fd8}.n{font:9px system-ui,sans-serif;fill:#666}.ax{stroke:#888}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:8px;margin:4px 0 12px}
 .pair pre{white-space:pre-wrap;word-break:break-all;margin:0;padding:8px;background:#f6f8fa;border:1px solid #e3e6ea;font:12px/1.4 monospace;max-height:260px;overflow:auto}
 .del{background:#ffc9c9;color:#7a0b0b}.ins{background:#c6f0c2;color:#0b5a12}
-.meta{font:12px monospace;color:#555}
+.meta{font:12px monospace;color:#555}\n.head div{font:600 12px system-ui,sans-serif;color:#333}.verdict p{margin:4px 0}
 """
 
 
-def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", source: str = "") -> str:
-    """A self-contained HTML page: summary, plots and the worst sessions side by side."""
+def _item_label(it: Any) -> str:
+    where = f"message {it.message_index}" if it.message_index is not None else "outside the messages"
+    label = (
+        f"{it.type or 'not reported (retokenization)'} · kind {it.kind} · role {it.role} · {where} · turn {it.turn} · "
+        f"id {it.position} · segment {it.segment_index}"
+    )
+    marker = getattr(it, "marker_role", None)
+    if marker and marker != it.role:
+        label += f" · rendered in a {marker} block"
+    return label + (f" · {it.detail}" if it.detail else "")
+
+
+def _item_runs(it: Any) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
+    if it.type == MismatchType.SPECIAL_TOKEN_TYPE.value:  # one token for another: mark it whole
+        left, right = [(it.expected_text, True)], [(it.actual_text, True)]
+    else:
+        left, right = _diff_spans(it.expected_text, it.actual_text)
+    before, after = _context(it.before, True), _context(it.after, False)
+    return [(before, False), *left, (after, False)], [(before, False), *right, (after, False)]
+
+
+def _metadata_text(metadata: Any, limit: int = 600) -> str:
+    text = json.dumps(metadata, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def html_report(
+    s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", source: str = "", ci: bool = False
+) -> str:
+    """A self-contained HTML page: the verdict, summary, plots and the worst sessions side by side."""
     e = html.escape
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{_CSS}</style></head><body>"]
     out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)} · family {e(s.family)} · mode {e(s.mode)} · fast path {e(s.fast_path)}</div>")
@@ -213,13 +339,11 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
         out.append(
             f"<div class='banner'>INCOMPLETE: the run stopped {e(where)}; the figures below cover only the sessions before it.</div>"
         )
-    strict = [k for k in s.ci_failures]
-    out.append(
-        f"<div class='{'warn' if strict else 'ok'}'>"
-        + (e("; ".join(strict)) if strict else "No strict mismatch type (special_token_count, special_token_type, non_assistant_text).")
-        + "</div>"
-    )
-    out.append("<h2>Summary</h2><table>")
+    if ci and s.ci_failures:
+        out.append(f"<div class='banner'>--ci fails: {e('; '.join(s.ci_failures))}</div>")
+    out.append("<h2>Verdict</h2><div class='verdict'>")
+    out.extend(f"<p>{e(line)}</p>" for line in verdict(s, ci=ci) if not line.startswith("INCOMPLETE"))
+    out.append("</div><h2>Summary</h2><table>")
     for k, v in summary_rows(s):
         out.append(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>")
     out.append("</table><h2>Plots</h2><div class='plots'>")
@@ -233,57 +357,72 @@ def html_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fa
             f"<h3>{e(r.session_id)} <span class='meta'>{e(r.source)} · {r.turns} turns · {r.num_ids:,} ids · "
             f"{len(r.mismatches)} mismatch(es) · first divergence at id {r.first_divergence}</span></h3>"
         )
+        if r.metadata is not None:
+            out.append(f"<div class='meta'>metadata: {e(_metadata_text(r.metadata))}</div>")
+        out.append("<div class='pair head'><div>fresh render</div><div>session ids</div></div>")
         for it in r.items[:12]:
-            if it.type == MismatchType.SPECIAL_TOKEN_TYPE.value:  # one token for another: mark it whole
-                left, right = [(it.expected_text, True)], [(it.actual_text, True)]
-            else:
-                left, right = _diff_spans(it.expected_text, it.actual_text)
-            before, after = _context(it.before, True), _context(it.after, False)
-            left, right = [(before, False), *left, (after, False)], [(before, False), *right, (after, False)]
-            label = (
-                f"segment {it.segment_index} · {it.type or 'not reported'} · kind {it.kind} · role {it.role} · "
-                f"message {it.message_index} · turn {it.turn} · id {it.position}"
-            )
-            if it.detail:
-                label += f" · {it.detail}"
-            out.append(f"<div class='meta'>{e(label)}</div><div class='pair'>")
-            out.append(f"<pre title='expected (fresh render)'>{_html_runs(left, 'del')}</pre>")
-            out.append(f"<pre title='actual (session ids)'>{_html_runs(right, 'ins')}</pre></div>")
+            left, right = _item_runs(it)
+            out.append(f"<div class='meta'>{e(_item_label(it))}</div><div class='pair'>")
+            out.append(f"<pre title='fresh render'>{_html_runs(left, 'del')}</pre>")
+            out.append(f"<pre title='session ids'>{_html_runs(right, 'ins')}</pre></div>")
         if len(r.items) > 12:
             out.append(f"<p class='meta'>… {len(r.items) - 12} more</p>")
     if s.errors:
-        out.append(f"<h2>Bad records ({len(s.errors)})</h2><table><tr><th>record</th><th>session</th><th>reason</th></tr>")
-        for b in s.errors[:200]:
+        more = f", the first {len(s.errors):,} listed" if s.bad_records > len(s.errors) else ""
+        out.append(f"<h2>Bad records ({s.bad_records:,}{more})</h2><table><tr><th>record</th><th>session</th><th>reason</th></tr>")
+        for b in s.errors:
             out.append(f"<tr><td>{e(str(b['source']))}</td><td>{e(str(b['session_id']))}</td><td>{e(b['reason'])}</td></tr>")
         out.append("</table>")
     out.append(
-        "<p class='meta'>Left: expected (fresh chat-template render). Right: the session's ids. Highlighted: what differs "
-        "(∅: nothing on this side). ↵ marks a newline; the text around each difference is the session's.</p>"
+        "<p class='meta'>Left: the fresh chat-template render of the record's messages. Right: the session's ids. "
+        "Highlighted: what differs (∅: nothing on this side); in it · is a space, → a tab, ↵ a newline. "
+        "The text around each difference is the session's.</p>"
     )
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score") -> str:
-    """The summary, breakdowns and worst sessions as Markdown."""
-    lines = [f"# {title}", ""]
+def _md(text: str) -> str:
+    """Text safe inside Markdown (and the HTML a Markdown viewer makes of it)."""
+    text = html.escape(text, quote=False).replace("|", "\\|").replace("`", "\\`")
+    return text.replace("\n", " ")
+
+
+def _md_runs(runs: list[tuple[str, bool]]) -> str:
+    """Runs as Markdown: differing text in bold brackets with whitespace visible."""
+    parts = []
+    for t, d in runs:
+        if d:
+            parts.append("**[" + (_md(visible_whitespace(t).replace("\n", "")) or "∅") + "]**")
+        elif t:
+            parts.append(_md(_visible(t).replace("\n", "")))
+    return "".join(parts)
+
+
+def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False) -> str:
+    """The verdict, summary, breakdowns and worst sessions as Markdown (text from records is escaped)."""
+    lines = [f"# {_md(title)}", ""]
     if not s.complete:
         lines += ["**INCOMPLETE**: the run stopped early; the figures cover only what came before.", ""]
+    lines += ["## Verdict", ""] + [_md(x) for x in verdict(s, ci=ci) if not x.startswith("INCOMPLETE")] + [""]
     lines += ["| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in summary_rows(s)]
+    lines += [f"| {_md(k)} | {_md(v)} |" for k, v in summary_rows(s)]
     lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]
     lines += [f"| {t['turn']} | {t['sessions']} | {t['with_mismatch']} | {_pct(t['rate'])} |" for t in s.by_turn if t["with_mismatch"]]
     lines += ["", "## Worst sessions", ""]
     for r in worst:
-        lines.append(f"### {r.session_id} ({r.source}, first divergence at id {r.first_divergence})")
+        lines.append(f"### {_md(r.session_id)} ({_md(r.source)}, first divergence at id {r.first_divergence})")
+        if r.metadata is not None:
+            lines.append(f"metadata: {_md(_metadata_text(r.metadata))}")
+        lines.append("")
         for it in r.items[:8]:
-            lines.append(
-                f"- segment {it.segment_index}, {it.type or 'not reported'}, {it.kind}, role {it.role}, "
-                f"turn {it.turn}: expected `{json.dumps(it.expected_text[:120], ensure_ascii=False)}` "
-                f"actual `{json.dumps(it.actual_text[:120], ensure_ascii=False)}`"
-            )
+            left, right = _item_runs(it)
+            lines.append(f"- {_md(_item_label(it))}")
+            lines.append(f"  - fresh render: {_md_runs(left)}")
+            lines.append(f"  - session ids: {_md_runs(right)}")
     if s.errors:
-        lines += ["", "## Bad records", ""] + [f"- {b['source']}: {b['reason']}" for b in s.errors[:200]]
+        lines += ["", f"## Bad records ({s.bad_records:,})", ""]
+        lines += [f"- {_md(str(b['source']))}: {_md(b['reason'])}" for b in s.errors]
     return "\n".join(lines) + "\n"
 
 
@@ -297,7 +436,7 @@ def _wrap_runs(runs: list[tuple[str, bool]], col: int, code: str, use_colour: bo
     coloured (or bracketed without colour)."""
     chars: list[tuple[str, bool]] = []
     for t, d in runs:
-        t = t.replace("\n", "↵").replace("\t", "→")
+        t = visible_whitespace(t).replace("\n", "") if d else t.replace("\n", "↵").replace("\t", "→")
         if d and not use_colour:
             t = "[" + t + "]"
         chars.extend((c, d) for c in t)
@@ -316,14 +455,21 @@ def _wrap_runs(runs: list[tuple[str, bool]], col: int, code: str, use_colour: bo
     return lines
 
 
-def terminal_diff(pairs: list[tuple[str, str, str]], *, colour: bool, width: int = 100, context: int = 1) -> str:
+def terminal_diff(
+    pairs: list[tuple[str, str, str]],
+    *,
+    colour: bool,
+    width: int = 100,
+    context: int = 1,
+    labels: tuple[str, str] = ("fresh render", "session ids"),
+) -> str:
     """Side-by-side segment pairs `(label, expected_text, actual_text)`: equal pairs
     are folded (keeping `context` around each difference), differences coloured
     (red: expected only, green: actual only; bracketed without colour)."""
     col = max(20, (width - 3) // 2)
     diff_at = [i for i, (_, a, b) in enumerate(pairs) if a != b]
     keep = {j for i in diff_at for j in range(i - context, i + context + 1)}
-    lines = [f"{'expected (fresh render)':<{col}} │ actual (session ids)", "─" * col + "─┼─" + "─" * col]
+    lines = [f"{labels[0][:col]:<{col}} │ {labels[1]}", "─" * col + "─┼─" + "─" * col]
     folded = 0
     for i, (label, a, b) in enumerate(pairs):
         if i not in keep:
@@ -380,3 +526,42 @@ def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, 
         for k in range(j1, j2):
             pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k])))
     return pairs
+
+
+def diff_text(
+    cmp: Any,
+    expected: Any,
+    actual: Any,
+    *,
+    title: str,
+    labels: tuple[str, str] = ("fresh render", "session ids"),
+    colour: bool = False,
+    width: int = 120,
+    context: int = 1,
+) -> str:
+    """`tito-fast diff`'s output: a title, what the comparison trimmed, the two
+    sides by segment, then each difference with its kind, role and message,
+    and the reference's mismatch list."""
+    out = [title]
+    trim = cmp.trim_ids()
+    if trim:
+        cut = [len(x) - len(trim_trailing(x, trim)) for x in (expected, actual)]
+        if any(cut):
+            out.append(
+                f"trailing ids trimmed before comparing (as the reference does): {cut[0]} from {labels[0]}, "
+                f"{cut[1]} from {labels[1]}"
+            )
+    text = terminal_diff(segment_pairs(cmp, expected, actual), colour=colour, width=width, context=context, labels=labels)
+    out.append(text.rstrip("\n"))
+    diagnosis = cmp.diagnose(expected, actual)
+    for it in diagnosis.items:
+        where = f"message {it.message_index}" if it.message_index is not None else "outside the messages"
+        out.append(
+            f"difference at segment {it.segment_index}: {it.type or 'not reported (same text, other ids)'}, kind {it.kind}, "
+            f"role {it.role}, {where}" + (f" ({it.detail})" if it.detail else "")
+        )
+    for w in diagnosis.warnings:
+        out.append(f"warning: {w}")
+    for m in diagnosis.reference:
+        out.append(f"reference: {m.type.value} at segment {m.segment_index}")
+    return "\n".join(out) + "\n"

@@ -18,11 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast.errors import ScoreError
+from tito_fast.chat.identify import family_of_tokenizer
+from tito_fast.chat.presets import FAMILIES
+from tito_fast.errors import DumpError, FamilyError, FixtureError, ScoreError, TokenizerLoadError
 from tito_fast.score.dump import (
     BadRecord,
     Record,
@@ -33,7 +35,7 @@ from tito_fast.score.dump import (
     read_jsonl_range,
 )
 from tito_fast.score.scorer import Mode, Scorer, SessionResult
-from tito_fast.score.summary import Summary, summarize
+from tito_fast.score.summary import Summary, SummaryBuilder, WorstKeeper
 from tito_fast.testing import fixtures
 
 OnError = Literal["fail", "skip"]
@@ -43,24 +45,57 @@ OnError = Literal["fail", "skip"]
 class ScoreRun:
     """The outcome of a scoring job; `summary.complete` is False when it stopped early."""
 
-    results: list[SessionResult]
-    bad: list[BadRecord]
+    results: list[SessionResult]  # every result (empty with keep_results=False)
+    bad: list[BadRecord]  # the first MAX_ERRORS bad records (all are counted in summary.bad_records)
     summary: Summary
     stopped_at: str | None = None
     setup_seconds: float = 0.0  # loading the tokenizer, building the byte table (and starting workers)
+    worst: list[SessionResult] = field(default_factory=list)  # the worst sessions (`summary.worst`)
+    family_note: str = ""  # how the family was chosen when none was given
+    records: int = 0  # records in the dump
+
+
+#: Files one of which a tokenizer folder holds.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "tiktoken.model")
 
 
 def load_tokenizer(spec: str) -> Any:
-    """A tokenizer from a directory, or `fixture:NAME` for a pinned test fixture."""
+    """A tokenizer from a directory, or `fixture:NAME` for a pinned test fixture.
+
+    Raises:
+        TokenizerLoadError: no such fixture or folder, a folder without
+            tokenizer files, or one transformers cannot load (the message
+            says which, in one line).
+    """
     if spec.startswith("fixture:"):
-        return fixtures.load_tokenizer(spec.split(":", 1)[1])
+        name = spec.split(":", 1)[1]
+        if name not in fixtures.FAMILIES:
+            raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(fixtures.FAMILIES))}")
+        try:
+            return fixtures.load_tokenizer(name)
+        except FixtureError as e:
+            raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise TokenizerLoadError(
+            f"tokenizer folder {spec!r} does not exist (give a local folder with tokenizer.json / tokenizer_config.json, "
+            "or fixture:NAME)"
+        )
+    if not path.is_dir():
+        raise TokenizerLoadError(f"tokenizer {spec!r} is a file; give the folder that holds it")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(spec)
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers raises many types; one line says which
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise TokenizerLoadError(f"could not load the tokenizer in {spec!r}: {type(e).__name__}: {first}") from e
 
 
 def build_scorer(
-    tokenizer: str, family: Any, template: str | None = None, mode: Mode = "fast", encoder_path: str | None = None
+    tokenizer: str, family: Any, template: str | None = None, mode: Mode = "full", encoder_path: str | None = None
 ) -> Scorer:
     """A `Scorer` from a tokenizer spec (directory or fixture:NAME), family, optional template text
     and optional DeepSeek encoder file."""
@@ -152,10 +187,10 @@ class _Plan:
 _CHUNK = 8  # records per task
 
 
-def _local_plan(dump: str | Path, scorer: Scorer) -> _Plan:
+def _local_plan(dump: str | Path, total: int, scorer: Scorer) -> _Plan:
     """Score in this process."""
     outputs = ([score_one(scorer, r) for r in c] for c in _chunks(read_dump(dump), _CHUNK))
-    return _Plan(count_records(dump), outputs, ScorerFacts.of(scorer))
+    return _Plan(total, outputs, ScorerFacts.of(scorer))
 
 
 def _tasks(dump: str | Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
@@ -204,103 +239,260 @@ def _spawned_plan(dump: str | Path, init: tuple[Any, ...], workers: int) -> _Pla
     return _Plan(total, _bounded_map(pool, tasks, 4 * workers), facts, lambda: pool.shutdown(wait=True, cancel_futures=True))
 
 
-def _collect(
-    plan: _Plan, on_error: OnError, progress: Callable[[int, int], None] | None, interruptible: bool
-) -> tuple[list[SessionResult], list[BadRecord], str | None]:
-    """The results and bad records of a plan, and where it stopped (None: it ran to the end)."""
-    results: list[SessionResult] = []
-    bad: list[BadRecord] = []
-    stopped_at: str | None = None
-    done = 0
-    try:
-        for chunk_out in plan.outputs:
-            for out in chunk_out:
-                done += 1
-                if isinstance(out, BadRecord):
-                    bad.append(out)
-                    if on_error == "fail":
-                        stopped_at = out.source
+class ScoreStream:
+    """The results of a scoring job, in dump order, as they are produced.
+
+    Iterate it once: each item is a `SessionResult` or a `BadRecord`. Nothing
+    is kept but the running summary and the worst sessions, so memory stays
+    flat however large the dump. With `on_error="fail"` the stream ends at the
+    first bad record (yielded last); with `interruptible`, Ctrl-C ends it.
+    `summary`, `worst()` and `stopped_at` describe what was yielded so far.
+
+    Example:
+        >>> stream = iter_score("examples/qwen3_dump.jsonl", "fixture:qwen3", "qwen3")  # doctest: +SKIP
+        >>> sum(1 for r in stream if r.mismatches), stream.summary.sessions  # doctest: +SKIP
+        (18, 40)
+    """
+
+    def __init__(
+        self, plan: _Plan, *, on_error: OnError, progress: Callable[[int, int], None] | None, interruptible: bool,
+        worst: int, metric_version: str, mode: Mode, setup_seconds: float, family_note: str,
+    ) -> None:  # fmt: skip
+        self._plan = plan
+        self._on_error = on_error
+        self._progress = progress
+        self._interruptible = interruptible
+        self._metric_version = metric_version
+        self._mode: Mode = mode
+        self._builder = SummaryBuilder()
+        self._worst = WorstKeeper(worst)
+        self._started = False
+        self.total = plan.total
+        self.done = 0
+        self.stopped_at: str | None = None
+        self.finished = False
+        self.setup_seconds = setup_seconds
+        self.family_note = family_note
+        self.facts = plan.facts
+
+    def __iter__(self) -> Iterator[SessionResult | BadRecord]:
+        if self._started:
+            raise RuntimeError("a ScoreStream is iterated once")
+        self._started = True
+        try:
+            for chunk_out in self._plan.outputs:
+                for out in chunk_out:
+                    self.done += 1
+                    self._builder.add(out)
+                    if isinstance(out, BadRecord):
+                        if self._on_error == "fail":
+                            self.stopped_at = out.source
+                    else:
+                        self._worst.add(out)
+                    yield out
+                    if self.stopped_at is not None:
                         break
-                else:
-                    results.append(out)
-            if progress is not None:
-                progress(done, plan.total)
-            if stopped_at is not None:
-                break
-    except KeyboardInterrupt:
-        if not interruptible:
-            raise
-        stopped_at = "interrupted"  # what was scored so far, marked incomplete
-    return results, bad, stopped_at
+                if self._progress is not None:
+                    self._progress(self.done, self.total)
+                if self.stopped_at is not None:
+                    break
+        except KeyboardInterrupt:
+            if not self._interruptible:
+                raise
+            self.stopped_at = "interrupted"  # what was scored so far, marked incomplete
+        finally:
+            self._plan.close()
+            self.finished = True
+
+    @property
+    def sessions(self) -> int:
+        return self._builder.sessions
+
+    @property
+    def bad_records(self) -> int:
+        return self._builder.bad_records
+
+    @property
+    def bad(self) -> list[BadRecord]:
+        """The first bad records (all are counted in `summary.bad_records`), and the one a run stopped at."""
+        out = [BadRecord(e["source"], e["reason"], e.get("session_id")) for e in self._builder.errors]
+        last = self._builder.last_bad
+        if last is not None and (not out or out[-1].source != last.source):
+            out.append(last)
+        return out
+
+    @property
+    def summary(self) -> Summary:
+        f = self.facts
+        fast = "on" if f.fast_path else f"off ({'mode full' if self._mode == 'full' else f.fast_path_reason})"
+        if self._mode == "fast":
+            fast += "; retokenization not checked"
+        return self._builder.summary(
+            family=f.family,
+            mode=self._mode,
+            fast_path=fast,
+            metric_version=self._metric_version,
+            complete=self.finished and self.stopped_at is None,
+            stopped_at=self.stopped_at,
+            encoder=f.text_encoder,
+            template=f.template,
+        )
+
+    def worst(self) -> list[SessionResult]:
+        """The worst sessions so far (`tito_fast.score.summary.worst`)."""
+        return self._worst.worst()
+
+    def close(self) -> None:
+        """Stop the workers (when the stream is left before its end)."""
+        self._plan.close()
 
 
-def run_score(
+METRIC_VERSIONS = ("v1", "v2")
+
+
+def resolve_family(dump: str | Path, tokenizer: Any, *, look_at: int = 100) -> tuple[str, str]:
+    """`(family, how it was chosen)` for a run given no family: the `family`
+    field of the dump's first records, else the family the tokenizer's chat
+    template identifies (`tito_fast.chat.identify`).
+
+    Raises:
+        FamilyError: neither names one; the message lists the families.
+    """
+    for rec in itertools.islice(read_dump(dump), look_at):
+        if isinstance(rec, Record):
+            if rec.family:
+                return rec.family, f"family {rec.family!r}: named by the records ({rec.source})"
+            break
+    found = family_of_tokenizer(tokenizer)
+    if found is not None:
+        return found[0], f"family {found[0]!r}: {found[1]}"
+    raise FamilyError(
+        "give --family: the records name no family and the tokenizer's chat template is not one tito_fast "
+        f"recognises; families: {', '.join(sorted(FAMILIES))} (or a JSON file declaring a FamilyConfig)"
+    )
+
+
+def iter_score(
     dump: str | Path,
-    tokenizer: str,
-    family: Any,
+    tokenizer: str | None = None,
+    family: Any = None,
     *,
     template: str | None = None,
     encoder_path: str | None = None,
-    mode: Mode = "fast",
+    mode: Mode = "full",
     workers: int = 1,
     on_error: OnError = "fail",
     metric_version: str = "v1",
     progress: Callable[[int, int], None] | None = None,
     scorer: Scorer | None = None,
     interruptible: bool = False,
+    worst: int = 5,
+) -> ScoreStream:
+    """Score every session of `dump` (JSONL or Parquet) as a stream (see
+    `ScoreStream`); the arguments are `run_score`'s.
+
+    Raises:
+        DumpError: the dump cannot be read, or holds no records.
+        TokenizerLoadError, FamilyError: before any record is scored.
+    """
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if metric_version not in METRIC_VERSIONS:
+        raise ValueError(f"metric_version must be one of {METRIC_VERSIONS}, got {metric_version!r}")
+    if mode not in ("fast", "full"):
+        raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
+    if scorer is None and tokenizer is None:
+        raise ValueError("give a tokenizer (a folder or fixture:NAME) or a scorer")
+    start = time.perf_counter()
+    total = count_records(dump)  # checks the file and its format first
+    if total == 0:
+        raise DumpError(f"{dump}: the dump holds no records")
+    note = ""
+    if scorer is None and family is None:
+        assert tokenizer is not None
+        tok = load_tokenizer(tokenizer)
+        family, note = resolve_family(dump, tok)
+        scorer = Scorer(tok, family, chat_template=template, mode=mode, encoder_path=encoder_path)
+    if workers > 1 and not _FORK:
+        spec: str | bytes = tokenizer or ""
+        if scorer is not None:  # reuse the caller's tokenizer, family and byte table
+            spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
+            family, mode = scorer.tito.config, scorer.mode
+        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path), workers)
+    else:
+        if scorer is None:
+            assert tokenizer is not None
+            scorer = build_scorer(tokenizer, family, template, mode, encoder_path)
+        mode = scorer.mode
+        plan = _local_plan(dump, total, scorer) if workers == 1 else _forked_plan(dump, scorer, workers)
+    return ScoreStream(
+        plan, on_error=on_error, progress=progress, interruptible=interruptible, worst=worst,
+        metric_version=metric_version, mode=mode, setup_seconds=time.perf_counter() - start, family_note=note,
+    )  # fmt: skip
+
+
+def run_score(
+    dump: str | Path,
+    tokenizer: str | None = None,
+    family: Any = None,
+    *,
+    template: str | None = None,
+    encoder_path: str | None = None,
+    mode: Mode = "full",
+    workers: int = 1,
+    on_error: OnError = "fail",
+    metric_version: str = "v1",
+    progress: Callable[[int, int], None] | None = None,
+    scorer: Scorer | None = None,
+    interruptible: bool = False,
+    worst: int = 5,
+    keep_results: bool = True,
+    on_result: Callable[[SessionResult | BadRecord], None] | None = None,
 ) -> ScoreRun:
     """Score every session of `dump` (JSONL or Parquet).
 
     Args:
         tokenizer: a tokenizer directory, or `fixture:NAME`.
-        family: a family name, or a `FamilyConfig` dict.
+        family: a family name, or a `FamilyConfig` dict; None: the records'
+            `family` field, else the family the tokenizer's template
+            identifies (`ScoreRun.family_note` says which), else FamilyError.
         template: a chat template text replacing the tokenizer's.
         encoder_path: DeepSeek V3.2/V4's encoder module file (else found
             where users have it).
-        mode: "fast" (no re-encode of equal segments) or "full".
+        mode: "full" (default: every render encoded whole, so retokenization
+            drift shows) or "fast" (equal segments not re-encoded;
+            retokenization not checked).
         workers: processes; 1 scores in this process.
         on_error: "fail" stops at the first bad record (the run is then
             marked incomplete, `stopped_at` names the record); "skip" counts
             and lists bad records and goes on.
+        metric_version: "v1" or "v2", the session-server version in the metric names.
         progress: called with (done, total) after each chunk.
         interruptible: on Ctrl-C return what was scored so far as an
             incomplete run (`stopped_at="interrupted"`) instead of raising.
         scorer: a ready `Scorer` (then `tokenizer`, `family` and `mode` are
             taken from it; with workers, its tokenizer and byte table are
             sent to them instead of being loaded again).
+        worst: how many worst sessions `ScoreRun.worst` keeps.
+        keep_results: keep every result in `ScoreRun.results` (False: keep
+            none; memory stays flat, use `on_result` or `iter_score`).
+        on_result: called with every result and bad record as it comes (to
+            stream them out, e.g. `tito_fast.score.results.ResultWriter.write`).
     """
-    if on_error not in ("fail", "skip"):
-        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    start = time.perf_counter()
-    if workers > 1 and not _FORK:
-        spec: str | bytes = tokenizer
-        if scorer is not None:  # reuse the caller's tokenizer, family and byte table
-            spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
-            family, mode = scorer.tito.config, scorer.mode
-        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path), workers)
-    else:
-        local = scorer if scorer is not None else build_scorer(tokenizer, family, template, mode, encoder_path)
-        mode = local.mode
-        plan = _local_plan(dump, local) if workers == 1 else _forked_plan(dump, local, workers)
-    setup = time.perf_counter() - start
-    try:
-        results, bad, stopped_at = _collect(plan, on_error, progress, interruptible)
-    finally:
-        plan.close()
-    facts = plan.facts
-    fast = "on" if facts.fast_path else f"off ({'mode full' if mode == 'full' else facts.fast_path_reason})"
-    summary = summarize(
-        results,
-        bad,
-        family=facts.family,
-        mode=mode,
-        fast_path=fast,
-        metric_version=metric_version,
-        complete=stopped_at is None,
-        stopped_at=stopped_at,
-        encoder=facts.text_encoder,
-        template=facts.template,
+    stream = iter_score(
+        dump, tokenizer, family, template=template, encoder_path=encoder_path, mode=mode, workers=workers,
+        on_error=on_error, metric_version=metric_version, progress=progress, scorer=scorer,
+        interruptible=interruptible, worst=worst,
+    )  # fmt: skip
+    results: list[SessionResult] = []
+    for out in stream:
+        if on_result is not None:
+            on_result(out)
+        if keep_results and not isinstance(out, BadRecord):
+            results.append(out)
+    return ScoreRun(
+        results, stream.bad, stream.summary, stream.stopped_at, stream.setup_seconds, stream.worst(), stream.family_note,
+        stream.total,
     )
-    return ScoreRun(results, bad, summary, stopped_at, setup)

@@ -8,8 +8,9 @@ under the reference's metric names.
 
 Two paths give the same reference mismatch lists:
 
-- "full": encode the whole render, then compare (what the reference does);
-- "fast" (default): split the rendered text at the tokenizer's added
+- "full" (default): encode the whole render, then compare (what the
+  reference does), so the diagnosis also sees retokenization drift;
+- "fast": split the rendered text at the tokenizer's added
   tokens, as the tokenizer itself does before encoding, and compare each
   text segment with the session's segment bytes from the byte table; only
   segments that differ, or that the path cannot prove equal (a normalizer
@@ -110,7 +111,7 @@ class Scorer:
         tokenizer: a transformers tokenizer (its chat template is used).
         family: a family name, `FamilyConfig` or dict (`get_tito_tokenizer`).
         chat_template: a template text replacing the tokenizer's.
-        mode: "fast" (default) or "full" (see the module doc).
+        mode: "full" (default) or "fast" (see the module doc).
         encoder_path: DeepSeek V3.2/V4's encoder module (else found where
             users have it, see `tito_fast.chat.deepseek`).
         tito: an already built family (then tokenizer/family are ignored).
@@ -126,7 +127,7 @@ class Scorer:
         family: str | FamilyConfig | dict[str, Any] = "default",
         *,
         chat_template: str | None = None,
-        mode: Mode = "fast",
+        mode: Mode = "full",
         tito: TitoTokenizer | None = None,
         encoder_path: str | None = None,
     ) -> None:

@@ -1,0 +1,194 @@
+"""Per-session results as rows, written as they are produced.
+
+One row per record: a scored session (`ok` true) or a bad record (`ok`
+false, the reason in `error`). The same columns serve `--out` files and
+the Ray Data output (`tito_fast.score.ray`): `session_id`, `source`, `ok`,
+`error`, `turns`, `num_ids`, `num_mismatches`, `mismatch_types`,
+`first_divergence`, `path`, `encoded_segments`, `segments`, and the full
+`mismatches` / `items` lists and the record's `metadata` as JSON text.
+
+`ResultWriter` streams rows to `.jsonl` (one JSON object per line, the lists
+as JSON, not strings) or `.parquet` (batches of `BATCH_ROWS` rows); memory
+does not grow with the number of sessions.
+
+Example:
+    >>> import tempfile, os
+    >>> from tito_fast.score.dump import BadRecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.jsonl")
+    >>> with ResultWriter(path) as w:
+    ...     w.write(BadRecord("d.jsonl:3", "missing field 'token_ids'", "s3"))
+    >>> read_results(path)[0].reason
+    "missing field 'token_ids'"
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from tito_fast.compare.alignment import Mismatch
+from tito_fast.errors import OutputPathError
+from tito_fast.score.dump import BadRecord
+from tito_fast.score.scorer import ScoredItem, SessionResult
+
+#: Rows per Parquet row group.
+BATCH_ROWS = 2048
+#: The suffixes `ResultWriter` writes.
+SUFFIXES = (".jsonl", ".parquet")
+
+
+def schema() -> Any:
+    """The rows' Arrow schema."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("session_id", pa.string()),
+            ("source", pa.string()),
+            ("ok", pa.bool_()),
+            ("error", pa.string()),
+            ("turns", pa.int32()),
+            ("num_ids", pa.int64()),
+            ("num_mismatches", pa.int32()),
+            ("mismatch_types", pa.list_(pa.string())),
+            ("first_divergence", pa.int64()),
+            ("path", pa.string()),
+            ("encoded_segments", pa.int32()),
+            ("segments", pa.int32()),
+            ("mismatches", pa.string()),
+            ("items", pa.string()),
+            ("metadata", pa.string()),
+        ]
+    )
+
+
+COLUMNS = (
+    "session_id", "source", "ok", "error", "turns", "num_ids", "num_mismatches", "mismatch_types",
+    "first_divergence", "path", "encoded_segments", "segments", "mismatches", "items", "metadata",
+)  # fmt: skip
+
+
+def row(res: SessionResult | BadRecord, *, json_text: bool = True) -> dict[str, Any]:
+    """One result as a row; with `json_text` the lists and metadata are JSON strings (Arrow), else values (JSONL)."""
+    if isinstance(res, BadRecord):
+        out: dict[str, Any] = dict.fromkeys(COLUMNS)
+        out.update(session_id=res.session_id, source=res.source, ok=False, error=res.reason, mismatch_types=[])
+        return out
+
+    def enc(value: Any) -> Any:
+        return json.dumps(value, ensure_ascii=False) if json_text and value is not None else value
+
+    return {
+        "session_id": res.session_id,
+        "source": res.source,
+        "ok": True,
+        "error": None,
+        "turns": res.turns,
+        "num_ids": res.num_ids,
+        "num_mismatches": len(res.mismatches),
+        "mismatch_types": sorted({m.type.value for m in res.mismatches}),
+        "first_divergence": res.first_divergence,
+        "path": res.path,
+        "encoded_segments": res.encoded_segments,
+        "segments": res.segments,
+        "mismatches": enc([m.to_dict() for m in res.mismatches]),
+        "items": enc([i.to_dict() for i in res.items]),
+        "metadata": enc(res.metadata),
+    }
+
+
+def from_row(r: dict[str, Any]) -> SessionResult | BadRecord:
+    """The inverse of `row` (either form)."""
+    if not r["ok"]:
+        return BadRecord(r["source"], r["error"], r["session_id"])
+
+    def dec(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    return SessionResult(
+        session_id=r["session_id"],
+        source=r["source"],
+        turns=r["turns"],
+        num_ids=r["num_ids"],
+        mismatches=[Mismatch.from_dict(m) for m in dec(r["mismatches"])],
+        items=[ScoredItem.from_dict(i) for i in dec(r["items"])],
+        first_divergence=r["first_divergence"],
+        path=r["path"],
+        encoded_segments=r["encoded_segments"] or 0,
+        segments=r["segments"] or 0,
+        metadata=dec(r["metadata"]),
+    )
+
+
+def read_results(path: str | Path) -> list[SessionResult | BadRecord]:
+    """Every row of a `ResultWriter` file, as results."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return [from_row(r) for r in pq.read_table(p).to_pylist()]
+    with open(p, encoding="utf-8") as f:
+        return [from_row(json.loads(line)) for line in f if line.strip()]
+
+
+class ResultWriter:
+    """Writes results to `path` (.jsonl or .parquet) as they come, into
+    `path + ".tmp"`, moved into place on `close()` (an interrupted run leaves
+    no half file under the final name)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.suffix not in SUFFIXES:
+            raise OutputPathError(f"--out {path}: name it .jsonl or .parquet")
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.rows = 0
+        self._pending: list[dict[str, Any]] = []
+        self._text: IO[str] | None = None
+        self._parquet: Any = None
+        if self.path.suffix == ".jsonl":
+            self._text = open(self.tmp, "w", encoding="utf-8")
+        else:
+            import pyarrow.parquet as pq
+
+            self._parquet = pq.ParquetWriter(self.tmp, schema())
+
+    def write(self, res: SessionResult | BadRecord) -> None:
+        self.rows += 1
+        if self._text is not None:
+            self._text.write(json.dumps(row(res, json_text=False), ensure_ascii=False, allow_nan=False) + "\n")
+            return
+        self._pending.append(row(res))
+        if len(self._pending) >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._pending:
+            self._parquet.write_table(pa.Table.from_pylist(self._pending, schema=schema()))
+            self._pending = []
+
+    def close(self, *, keep: bool = True) -> None:
+        """Finish the file and move it into place (`keep=False`: delete it)."""
+        if self._text is not None:
+            self._text.close()
+            self._text = None
+        if self._parquet is not None:
+            self._flush()
+            self._parquet.close()
+            self._parquet = None
+        if keep and self.tmp.exists():
+            self.tmp.replace(self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> ResultWriter:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close(keep=et is None or issubclass(et, KeyboardInterrupt))
+
+
+__all__ = ["BATCH_ROWS", "COLUMNS", "ResultWriter", "SUFFIXES", "from_row", "read_results", "row", "schema"]
