@@ -36,7 +36,7 @@ from tito_fast.testing import reference
 
 @functools.cache
 def _scorer() -> Scorer:
-    return Scorer(tokenizer(), "qwen3")
+    return Scorer(tokenizer(), "qwen3", mode="fast")
 
 
 def _dump(path: Path, n: int, turns: int) -> Path:
