@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: example demo test verify-templates docs bench dev lint clean
+.PHONY: example demo test verify-templates docs wheel wheel-check bench dev lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,17 @@ docs: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+## wheel: an abi3 manylinux wheel and an sdist in dist/ (maturin, with zig from PyPI as the linker)
+wheel: $(BIN)/python
+	$(BIN)/python -m pip install --quiet 'maturin>=1.9,<2' 'ziglang>=0.13'
+	rm -rf dist
+	$(BIN)/maturin build --release --zig --compatibility manylinux2014 --out dist
+	$(BIN)/maturin sdist --out dist
+
+## wheel-check: install the wheel in a fresh venv without cargo on PATH; run the CLI and the README example there
+wheel-check: wheel
+	tools/check_wheel.sh dist
+
 ## bench: full-size benchmarks on a release build; writes bench-results/ and prints the README table
 bench: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[test]'
@@ -62,4 +73,4 @@ lint:
 	cargo clippy --features python --lib -- -D warnings
 
 clean:
-	rm -rf target $(VENV) bench-results example-report site .pytest_cache .hypothesis .benchmarks
+	rm -rf target dist $(VENV) bench-results example-report site .pytest_cache .hypothesis .benchmarks

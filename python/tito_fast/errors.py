@@ -73,6 +73,11 @@ class RollbackError(ValueError):
     """A retried request would discard more generated turns than allowed."""
 
 
+class TurnRecordedError(ValueError):
+    """`Trajectory.update` was given a turn whose request holds fewer messages
+    than the trajectory already has: the same turn recorded twice."""
+
+
 # -- score -------------------------------------------------------------------
 
 
@@ -115,5 +120,6 @@ __all__ = [
     "TokenBufferError",
     "TokenInputError",
     "TokenizerLoadError",
+    "TurnRecordedError",
     "TurnNotProducibleError",
 ]

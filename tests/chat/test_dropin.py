@@ -319,16 +319,22 @@ def test_deepseek_encoder_is_found_where_users_have_it(tmp_path: Path, no_miles_
     explicit = get_tito_tokenizer(tok, "deepseekv32", encoder_path=str(_write_encoder(tmp_path / "x", True)))
     assert explicit.deepseek is not None and explicit.deepseek.keeps_history_reasoning
     assert "user" in explicit.allowed_append_roles and not explicit.notes
-    # next to a tokenizer, then in its encoding/ folder
+    # next to a tokenizer, then in its encoding/ folder: loading runs the file, so only when trusted
     root = tmp_path / "model"
     root.mkdir()
     tok.name_or_path = str(root)
+    marker = tmp_path / "ran"
     _write_encoder(root / "encoding", False)
-    found = get_tito_tokenizer(tok, "deepseekv32")
+    path = root / "encoding" / "encoding_dsv32.py"
+    path.write_text(f"open({str(marker)!r}, 'w').close()\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(FamilyError, match=r"loading it runs its code: pass trust_encoder=True \(--trust-encoder\)"):
+        get_tito_tokenizer(tok, "deepseekv32")
+    assert not marker.exists()  # the untrusted file was not run
+    found = get_tito_tokenizer(tok, "deepseekv32", trust_encoder=True)
     assert found.deepseek is not None and found.deepseek.origin.endswith("encoding/encoding_dsv32.py")
-    assert "user" not in found.allowed_append_roles
+    assert "user" not in found.allowed_append_roles and marker.exists()
     _write_encoder(root, True)
-    first = get_tito_tokenizer(tok, "deepseekv32")
+    first = get_tito_tokenizer(tok, "deepseekv32", trust_encoder=True)
     assert first.deepseek is not None and first.deepseek.origin == f"file {root / 'encoding_dsv32.py'}"
 
 

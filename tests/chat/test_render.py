@@ -109,7 +109,7 @@ def test_deepseek_v4_encoder() -> None:
     from tito_fast.chat import deepseek
 
     tok = _tok("deepseek_v4")
-    found = deepseek.find_encoder(tok, "dsv4")
+    found = deepseek.find_encoder(tok, "dsv4", trust_encoder=True)  # the fixture folder's copy: trusted here
     assert found is not None and found.origin.endswith("deepseek_v4/encoding_dsv4.py") and found.keeps_history_reasoning
     enc = found
     msgs = [{"role": "user", "content": "hi"}]

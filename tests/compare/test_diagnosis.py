@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import difflib
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.compare.test_comparator_parity import ASSISTANT_START, _tokenizer
 from tito_fast import TokenSeqComparator
-from tito_fast.compare.diagnosis import RoleScheme, classify
+from tito_fast.compare.diagnosis import RoleScheme, classify, sequence_opcodes
 
 MESSAGES = [
     {"role": "system", "content": "You are a careful agent."},
@@ -68,7 +71,8 @@ def test_special_token_swap_is_a_seam() -> None:
     actual = ids[:pos] + [obs] + ids[pos + 1 :]
     d = _cmp("glm47").diagnose(ids, actual)
     assert [(i.type, i.kind) for i in d.items] == [("special_token_type", "splice_seam")]
-    assert d.items[0].role == "tool" and d.items[0].message_index == 3
+    # Roles come from the fresh render: the message whose marker was swapped is the user's.
+    assert d.items[0].role == "user" and d.items[0].message_index == 3
 
 
 @pytest.mark.parametrize("family", ["qwen3", "glm47", "minimax_m27"])
@@ -156,3 +160,99 @@ def test_kimi_tool_results_are_tool_messages() -> None:
     d = TokenSeqComparator(tok, "<|im_assistant|>", special_token_ids=boundary).diagnose(expected, actual)
     assert d.scheme == "kimi"
     assert [(i.role, i.message_index, i.kind) for i in d.items] == [("tool", 3, "whitespace_only")]
+
+
+def test_a_qwen3_tool_result_is_a_tool_message() -> None:
+    """Qwen3 renders tool results as `<tool_response>` blocks inside a user
+    block: with ids only, each is a tool message, numbered as the messages are."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "Read both files."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "read", "arguments": {"path": "a"}}},
+            {"type": "function", "function": {"name": "read", "arguments": {"path": "b"}}},
+        ]},
+        {"role": "tool", "content": "alpha contents"},
+        {"role": "tool", "content": "beta contents"},
+        {"role": "user", "content": "Thanks."},
+    ]  # fmt: skip
+    changed = copy.deepcopy(msgs)
+    changed[3]["content"] = "beta contents, changed"
+    d = _cmp("qwen3").diagnose(_ids("qwen3", msgs), _ids("qwen3", changed))
+    assert [(i.role, i.message_index, i.kind) for i in d.items] == [("tool", 3, "content")]
+    changed = copy.deepcopy(msgs)
+    changed[4]["content"] = "Thanks!"
+    d = _cmp("qwen3").diagnose(_ids("qwen3", msgs), _ids("qwen3", changed))
+    assert [(i.role, i.message_index) for i in d.items] == [("user", 4)]
+
+
+@given(
+    a=st.lists(st.sampled_from("abcdeAB"), max_size=40),
+    b=st.lists(st.sampled_from("abcdeAB"), max_size=40),
+    big=st.booleans(),
+)
+def test_sequence_opcodes_are_a_valid_edit_script(a: list[str], b: list[str], big: bool) -> None:
+    import tito_fast.compare.diagnosis as diagnosis
+
+    old = diagnosis.DIFFLIB_PAIRS
+    diagnosis.DIFFLIB_PAIRS = 0 if big else old  # big: the anchored path on small inputs
+    try:
+        ops = sequence_opcodes(a, b)
+    finally:
+        diagnosis.DIFFLIB_PAIRS = old
+    i = j = 0
+    for tag, i1, i2, j1, j2 in ops:
+        assert (i1, j1) == (i, j)  # contiguous, in order
+        assert tag in ("equal", "replace", "insert", "delete")
+        if tag == "equal":
+            assert a[i1:i2] == b[j1:j2] and i2 > i1
+        if tag == "insert":
+            assert i1 == i2 and j2 > j1
+        if tag == "delete":
+            assert j1 == j2 and i2 > i1
+        i, j = i2, j2
+    assert (i, j) == (len(a), len(b))
+    if not big:
+        assert ops == [tuple(o) for o in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()]
+
+
+class _Counted:
+    """An element that counts its equality tests."""
+
+    calls = 0
+
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.calls += 1
+        return isinstance(other, _Counted) and self.v == other.v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+
+@pytest.mark.parametrize("n", [5_000, 20_000])
+def test_sequence_opcodes_grow_near_linearly(n: int) -> None:
+    """Segment lists of a long session whose structure differs at both ends
+    (difflib compares about n**2 pairs here); counted, not timed."""
+    a = [_Counted(0 if k % 2 else k) for k in range(n)]  # a boundary id between unique contents
+    b = a[:3] + a[4 : n - 5] + a[n - 4 :]
+    _Counted.calls = 0
+    ops = sequence_opcodes(a, b)
+    assert [op[0] for op in ops] == ["equal", "delete", "equal", "delete", "equal"]
+    assert _Counted.calls < 40 * n, _Counted.calls
+
+
+def test_diagnose_a_long_session_with_structure_differences_at_both_ends() -> None:
+    tok = _tokenizer("qwen3")
+    ids: list[int] = []
+    k = 0
+    while len(ids) < 60_000:
+        ids += _ids("qwen3", [{"role": "user", "content": f"run test {k}"}, {"role": "assistant", "content": f"sure {k}"}])
+        k += 1
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    ends = [p for p, t in enumerate(ids) if t == im_end]
+    actual = [t for p, t in enumerate(ids) if p not in (ends[2], ends[-3])]
+    d = _cmp("qwen3").diagnose(ids, actual)
+    assert [i.type for i in d.items] == ["special_token_count", "special_token_count"]
+    assert d.items[0].expected_span[0] < 100 and d.items[1].expected_span[0] > 59_000

@@ -10,7 +10,7 @@ import pytest
 
 from tito_fast import PrefixMismatchError
 from tito_fast.chat.families import get_tito_tokenizer
-from tito_fast.errors import AppendOnlyError, RollbackError
+from tito_fast.errors import AppendOnlyError, RollbackError, TurnRecordedError
 from tito_fast.session.trajectory import Trajectory
 from tito_fast.session.verify import TOOLS, completion_ids, conversations
 from tito_fast.testing import fixtures
@@ -171,3 +171,18 @@ def test_sessions_in_parallel_threads_share_one_family() -> None:
 
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(one, range(6))) == [want] * 6
+
+
+def test_the_same_turn_twice_is_refused() -> None:
+    tito = get_tito_tokenizer(_tok("qwen3"), "qwen3")
+    _, messages = conversations(frozenset({"tool", "user"}))[1]
+    traj = Trajectory(tito)
+    request = messages[:2]
+    prompt = traj.prepare(request, TOOLS).tolist()
+    completion = _completion(tito, request, messages[2])
+    traj.update(request, messages[2], prompt, completion)
+    before = (traj.token_ids, list(traj.messages), traj.num_turns)
+    with pytest.raises(TurnRecordedError, match="request_messages holds 2 messages but the trajectory already holds 3"):
+        traj.update(request, messages[2], prompt, completion)
+    assert (traj.token_ids, traj.messages, traj.num_turns) == before
+    assert traj.mismatch() == []  # no false special_token_count from a doubled assistant message

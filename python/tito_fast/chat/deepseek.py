@@ -11,7 +11,9 @@ order:
    vendored `encoding_dsv32` (the `miles` package), SGLang's `encoding_dsv4`
    (the `sglang` package);
 3. next to the tokenizer files, then in its `encoding/` folder (as
-   DeepSeek's model repositories ship it);
+   DeepSeek's model repositories ship it), only with `trust_encoder=True`
+   (`--trust-encoder`): loading the file runs its code, as transformers'
+   `trust_remote_code` does;
 4. the `miles-tito-tokenizers` package (`pip install 'tito_fast[miles]'`).
 
 It is called the way the engine and the reference call it:
@@ -114,19 +116,24 @@ def _package_file(package: str, inner: str) -> Path | None:
     return None
 
 
-def candidates(tokenizer: Any, version: str) -> list[tuple[str, str]]:
-    """Every place `find_encoder` looks, in order, as (kind, where): kind is "file" or "module"."""
+def folder_copies(tokenizer: Any, version: str) -> list[Path]:
+    """The encoder files next to the tokenizer files and in their `encoding/` folder."""
+    root = getattr(tokenizer, "name_or_path", "") or ""
+    if not isinstance(root, str) or not root:
+        return []
+    return [p for sub in ("", "encoding") if (p := Path(root) / sub / f"encoding_{version}.py").is_file()]
+
+
+def candidates(tokenizer: Any, version: str, trust_encoder: bool = False) -> list[tuple[str, str]]:
+    """Every place `find_encoder` looks, in order, as (kind, where): kind is "file" or "module".
+    The tokenizer's folder is looked in only with `trust_encoder`."""
     out: list[tuple[str, str]] = []
     for package, inner in _FRAMEWORK_COPIES.get(version, []):
         found = _package_file(package, inner)
         if found is not None:
             out.append(("file", str(found)))
-    root = getattr(tokenizer, "name_or_path", "") or ""
-    if isinstance(root, str) and root:
-        for sub in ("", "encoding"):
-            candidate = Path(root) / sub / f"encoding_{version}.py"
-            if candidate.is_file():
-                out.append(("file", str(candidate)))
+    if trust_encoder:
+        out.extend(("file", str(p)) for p in folder_copies(tokenizer, version))
     if version in _MTT_MODULES and importlib.util.find_spec("miles_tito_tokenizers") is not None:
         out.append(("module", _MTT_MODULES[version]))
     return out
@@ -165,16 +172,19 @@ def keeps_history_reasoning(module: Any) -> bool:
     return "tito-probe-reasoning" in text
 
 
-def find_encoder(tokenizer: Any, version: str, path: str | Path | None = None) -> Encoder | None:
+def find_encoder(
+    tokenizer: Any, version: str, path: str | Path | None = None, *, trust_encoder: bool = False
+) -> Encoder | None:
     """The DeepSeek encoder for `version` ("dsv32" or "dsv4"): `path` when given,
-    else the first of `candidates(tokenizer, version)` that loads; None when there is none.
+    else the first of `candidates(tokenizer, version, trust_encoder)` that loads;
+    None when there is none.
 
     Raises `RenderError` when `path` is given but cannot be loaded.
     """
     if path is not None:
         module = load_encoder(str(path))
         return Encoder(module, f"file {path}", version, keeps_history_reasoning(module))
-    for kind, where in candidates(tokenizer, version):
+    for kind, where in candidates(tokenizer, version, trust_encoder):
         try:
             module = _load(kind, where)
         except RenderError:
@@ -183,7 +193,14 @@ def find_encoder(tokenizer: Any, version: str, path: str | Path | None = None) -
     return None
 
 
-def not_found_message(family: str, version: str) -> str:
+def not_found_message(family: str, version: str, untrusted: list[Path] | None = None) -> str:
+    if untrusted:
+        return (
+            f"family {family!r} renders with DeepSeek's encoding_{version}.py; the tokenizer's folder has "
+            f"{untrusted[0]}, and loading it runs its code: pass trust_encoder=True (--trust-encoder) to use it, "
+            f"or pass the file as encoder_path= (--encoder FILE), or install miles-tito-tokenizers "
+            f"(pip install 'tito_fast[miles]')"
+        )
     return (
         f"family {family!r} renders with DeepSeek's encoding_{version}.py, and none was found: not installed with "
         f"Miles or SGLang, not next to the tokenizer files or in their encoding/ folder, and miles-tito-tokenizers "

@@ -39,6 +39,7 @@ from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations, thinking_o
 from tito_fast.chat.deepseek import (
     Encoder,
     find_encoder,
+    folder_copies,
     merge_thinking_kwargs,
     not_found_message,
     thinking_mode,
@@ -137,6 +138,7 @@ class TitoTokenizer:
         backend: Literal["hf", "jinja"] = "hf",
         base_cache_size: int = 64,
         encoder_path: str | None = None,
+        trust_encoder: bool = False,
         fast_encode: bool = True,
         assistant_start_str: str | None = None,
         allowed_append_roles: Collection[str] | None = None,
@@ -150,7 +152,8 @@ class TitoTokenizer:
         self.family = config.name
         self._options: dict[str, Any] = dict(
             tool_policy=tool_policy, matcher=matcher, backend=backend, base_cache_size=base_cache_size,
-            encoder_path=encoder_path, fast_encode=fast_encode, assistant_start_str=assistant_start_str,
+            encoder_path=encoder_path, trust_encoder=trust_encoder, fast_encode=fast_encode,
+            assistant_start_str=assistant_start_str,
             allowed_append_roles=allowed_append_roles, chat_template=chat_template, check_template=check_template,
         )
         kwargs = dict(chat_template_kwargs or {})
@@ -167,9 +170,9 @@ class TitoTokenizer:
         self.deepseek: Encoder | None = None
         roles = config.allowed_roles
         if config.deepseek:
-            self.deepseek = find_encoder(tokenizer, config.deepseek, encoder_path)
+            self.deepseek = find_encoder(tokenizer, config.deepseek, encoder_path, trust_encoder=trust_encoder)
             if self.deepseek is None:
-                raise FamilyError(not_found_message(config.name, config.deepseek))
+                raise FamilyError(not_found_message(config.name, config.deepseek, folder_copies(tokenizer, config.deepseek)))
             # The effective thinking mode, made explicit as the reference does (the engine forwards it).
             kwargs["thinking"] = thinking_mode(kwargs) == "thinking"
             if not self.deepseek.keeps_history_reasoning and "user" in roles:

@@ -246,8 +246,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--template", metavar="FILE", help="chat template file replacing the tokenizer's")
     p.add_argument(
         "--encoder", metavar="FILE",
-        help="DeepSeek V3.2/V4's encoding_dsv32.py / encoding_dsv4.py (default: found with Miles, SGLang, next to "
-        "the tokenizer, in its encoding/ folder, or in miles-tito-tokenizers)",
+        help="DeepSeek V3.2/V4's encoding_dsv32.py / encoding_dsv4.py (default: found with Miles, SGLang, "
+        "miles-tito-tokenizers, or with --trust-encoder next to the tokenizer or in its encoding/ folder)",
+    )  # fmt: skip
+    p.add_argument(
+        "--trust-encoder", action="store_true",
+        help="load a DeepSeek encoder file found in the tokenizer's folder (this runs its code)",
     )  # fmt: skip
 
 
@@ -387,6 +391,7 @@ def _score(ns: argparse.Namespace) -> int:
     stream = iter_score(
         ns.dump, ns.tokenizer, family, template=template, encoder_path=encoder, mode=ns.mode, workers=ns.workers,
         on_error=ns.on_error, metric_version=ns.metric_version, progress=progress, interruptible=True, worst=ns.worst,
+        trust_encoder=ns.trust_encoder,
     )  # fmt: skip
     if stream.family_note:
         _say(ns, stream.family_note)
@@ -493,7 +498,10 @@ def _diff(ns: argparse.Namespace) -> int:
                 )
             family, note = found[0], f"family {found[0]!r}: {found[1]}"
         sys.stderr.write(f"tito-fast: {note}\n")
-    scorer = Scorer(tok, family, chat_template=_template_arg(ns.template), mode="full", encoder_path=_encoder_arg(ns.encoder))
+    scorer = Scorer(
+        tok, family, chat_template=_template_arg(ns.template), mode="full", encoder_path=_encoder_arg(ns.encoder),
+        trust_encoder=ns.trust_encoder,
+    )  # fmt: skip
     if len(ns.inputs) == 2:
         expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
         labels = (Path(ns.inputs[0]).name, Path(ns.inputs[1]).name)
@@ -532,7 +540,9 @@ def _verify_template(ns: argparse.Namespace) -> int:
             )
         family = found[0]
         _say(ns, f"family {found[0]!r}: {found[1]}")
-    options = dict(chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder))
+    options = dict(
+        chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder
+    )
     refused = ""
     try:
         tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)

@@ -25,8 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -92,6 +94,8 @@ class Diagnosis:
     warnings: list[str] = field(default_factory=list)
     #: Where each message of the actual ids starts, and its role.
     actual_table: MessageTable | None = field(default=None, repr=False, compare=False)
+    #: The same for the expected ids (the fresh render), which names the items' messages.
+    expected_table: MessageTable | None = field(default=None, repr=False, compare=False)
 
     def by_kind(self) -> dict[str, int]:
         """How many items of each kind."""
@@ -137,7 +141,9 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
     e_starts, a_starts = aligned.expected_starts.tolist(), aligned.actual_starts.tolist()
     e_special, a_special = aligned.expected_special, aligned.actual_special
     e_arr, a_arr = exp[: e_starts[-1]], act[: a_starts[-1]]  # trimmed; lists only of the pairs that differ
-    a_table = tracker.table(a_arr)
+    # Roles and messages come from the fresh render (the expected side): it
+    # says what each message is; the session's own markers may be the fault.
+    e_table, a_table = tracker.table(e_arr), tracker.table(a_arr)
     items: list[DiagnosisItem] = []
     warnings = _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
 
@@ -149,7 +155,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         e_text, a_text = cmp.decode(e_ids), cmp.decode(a_ids)
         # Attribute to the message holding the first differing id: a content
         # segment can span several messages when role markers are not special.
-        msg, role = a_table.at(min(as_ + common_prefix_len(e_ids, a_ids), ae - 1))
+        msg, role = e_table.at(min(es + common_prefix_len(e_ids, a_ids), max(ee - 1, es)))
         if e_special[i]:
             return DiagnosisItem(MismatchType.SPECIAL_TOKEN_TYPE.value, "splice_seam", role, msg, i, (es, ee), (as_, ae), e_text, a_text)
         if e_text == a_text:
@@ -166,7 +172,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         for i in differing.tolist():
             if (item := pair_item(i, i)) is not None:
                 items.append(item)
-        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
+        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table, e_table)
 
     # Structures differ: align the two segment lists (special ids, and a
     # digest of each content run) and report each added, removed or changed
@@ -175,9 +181,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         return [ids[starts[k]] if special[k] else hash(tuple(ids[starts[k] : starts[k + 1]])) for k in range(len(special))]
 
     e_list, a_list = as_list(e_arr), as_list(a_arr)
-    e_table = tracker.table(e_arr)  # only structural differences name expected-side messages
-    matcher = difflib.SequenceMatcher(None, sig(e_list, e_starts, e_special), sig(a_list, a_starts, a_special), autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in sequence_opcodes(sig(e_list, e_starts, e_special), sig(a_list, a_starts, a_special)):
         if op == "equal":
             continue
         if op == "replace" and i2 - i1 == j2 - j1 and list(e_special[i1:i2]) == list(a_special[j1:j2]):
@@ -188,26 +192,149 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         es, ee, as_, ae = e_starts[i1], e_starts[i2], a_starts[j1], a_starts[j2]
         e_ids, a_ids = e_list[es:ee], a_list[as_:ae]
         e_text, a_text = cmp.decode(e_ids) if e_ids else "", cmp.decode(a_ids) if a_ids else ""
+        # Where the render has nothing (an insert), the message is the one the
+        # extra ids follow in the render.
+        msg, role = e_table.at(es if ee > es else max(es - 1, 0))
         if op == "insert":
-            msg, role = a_table.at(as_)
             detail = f"actual adds segments {j1}..{j2 - 1}"
         elif op == "delete":
-            msg, role = e_table.at(es)
             detail = f"actual lacks expected segments {i1}..{i2 - 1}"
         else:
-            msg, role = a_table.at(as_)
             detail = f"expected segments {i1}..{i2 - 1} differ from actual segments {j1}..{j2 - 1}"
-        e_msgs = sorted({e_table.at(p)[0] for p in range(es, ee)})
-        a_msgs = sorted({a_table.at(p)[0] for p in range(as_, ae)})
-        if e_msgs:
-            detail += f"; expected messages {e_msgs[0]}..{e_msgs[-1]}"
-        if a_msgs:
-            detail += f"; actual messages {a_msgs[0]}..{a_msgs[-1]}"
+        if ee > es:
+            detail += f"; expected messages {e_table.at(es)[0]}..{e_table.at(ee - 1)[0]}"
+        if ae > as_:
+            detail += f"; actual messages {a_table.at(as_)[0]}..{a_table.at(ae - 1)[0]}"
         kind_ = classify(e_ids, a_ids, e_text, a_text)
         items.append(
             DiagnosisItem(MismatchType.SPECIAL_TOKEN_COUNT.value, kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
-    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table)
+    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table, e_table)
+
+
+#: Below this many element pairs `sequence_opcodes` asks difflib directly.
+DIFFLIB_PAIRS = 250_000
+
+
+def sequence_opcodes(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[str, int, int, int, int]]:
+    """difflib-style opcodes turning `a` into `b`, in near-linear time.
+
+    Common ends are matched first; what is left is anchored on elements that
+    occur once in each side, in order (patience diff), and each stretch
+    between anchors is treated the same way, so the time grows with the
+    lengths plus the square of the largest stretch with no unique element,
+    not with the product of the lengths (difflib's worst case). Stretches of
+    at most `DIFFLIB_PAIRS` element pairs go to difflib, so small inputs
+    get exactly difflib's opcodes. Adjacent changes are merged, as difflib
+    merges them ("replace" when both sides have elements).
+
+    Example:
+        >>> sequence_opcodes("abxcd", "abycd")
+        [('equal', 0, 2, 0, 2), ('replace', 2, 3, 2, 3), ('equal', 3, 5, 3, 5)]
+    """
+    if len(a) * len(b) <= DIFFLIB_PAIRS:
+        return [(op, i1, i2, j1, j2) for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()]
+    out: list[tuple[str, int, int, int, int]] = []
+    _opcodes(a, b, 0, len(a), 0, len(b), out, 0)
+    return _merge(out)
+
+
+def _opcodes(
+    a: Sequence[Hashable], b: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int,
+    out: list[tuple[str, int, int, int, int]], depth: int,
+) -> None:  # fmt: skip
+    head = 0
+    while i1 + head < i2 and j1 + head < j2 and a[i1 + head] == b[j1 + head]:
+        head += 1
+    if head:
+        out.append(("equal", i1, i1 + head, j1, j1 + head))
+        i1, j1 = i1 + head, j1 + head
+    tail = 0
+    while i1 < i2 - tail and j1 < j2 - tail and a[i2 - 1 - tail] == b[j2 - 1 - tail]:
+        tail += 1
+    i2, j2 = i2 - tail, j2 - tail
+    if (i2 - i1) * (j2 - j1) <= DIFFLIB_PAIRS:
+        for op, x1, x2, y1, y2 in difflib.SequenceMatcher(None, a[i1:i2], b[j1:j2], autojunk=False).get_opcodes():
+            out.append((op, i1 + x1, i1 + x2, j1 + y1, j1 + y2))
+    else:
+        anchors = _unique_anchors(a, b, i1, i2, j1, j2) if depth < 64 else []
+        if not anchors:
+            out.append(("replace", i1, i2, j1, j2))
+        else:
+            pi, pj = i1, j1
+            for ai, aj in anchors:
+                _opcodes(a, b, pi, ai, pj, aj, out, depth + 1)
+                out.append(("equal", ai, ai + 1, aj, aj + 1))
+                pi, pj = ai + 1, aj + 1
+            _opcodes(a, b, pi, i2, pj, j2, out, depth + 1)
+    if tail:
+        out.append(("equal", i2, i2 + tail, j2, j2 + tail))
+
+
+def _unique_anchors(a: Sequence[Hashable], b: Sequence[Hashable], i1: int, i2: int, j1: int, j2: int) -> list[tuple[int, int]]:
+    """Anchors for the stretch: pairs (i, j) of elements that occur once in
+    `a[i1:i2]` and once in `b[j1:j2]`; when there are none (a session of
+    repeated turns), the k-th occurrence of each element that occurs equally
+    often on both sides paired with its k-th. The longest run of pairs in the
+    same order on both sides is kept."""
+    count_a = Counter(a[i1:i2])
+    count_b = Counter(b[j1:j2])
+    for limit in (1, None):
+        keep = {x for x, n in count_a.items() if count_b.get(x) == n and (limit is None or n <= limit)}
+        if not keep:
+            continue
+        seen: dict[Hashable, list[int]] = {}
+        for j in range(j1, j2):
+            if b[j] in keep:
+                seen.setdefault(b[j], []).append(j)
+        taken: Counter[Hashable] = Counter()
+        pairs = []
+        for i in range(i1, i2):
+            x = a[i]
+            if x in keep:
+                pairs.append((i, seen[x][taken[x]]))
+                taken[x] += 1
+        run = _increasing_run(pairs)
+        if run:
+            return run
+    return []
+
+
+def _increasing_run(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of `pairs` (in order of i) whose j increase (patience sorting)."""
+    tops: list[int] = []  # the j ending the best run of each length
+    ends: list[int] = []  # index into pairs of that run's end
+    back = [-1] * len(pairs)
+    for k, (_, j) in enumerate(pairs):
+        n = bisect.bisect_left(tops, j)
+        if n == len(tops):
+            tops.append(j)
+            ends.append(k)
+        else:
+            tops[n], ends[n] = j, k
+        back[k] = ends[n - 1] if n else -1
+    run: list[tuple[int, int]] = []
+    k = ends[-1] if ends else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = back[k]
+    return run[::-1]
+
+
+def _merge(ops: list[tuple[str, int, int, int, int]]) -> list[tuple[str, int, int, int, int]]:
+    """Adjacent opcodes of one kind joined; adjacent changes joined into one."""
+    out: list[tuple[str, int, int, int, int]] = []
+    for op in ops:
+        if op[1] == op[2] and op[3] == op[4]:
+            continue
+        if out and (out[-1][0] == "equal") == (op[0] == "equal"):
+            prev = out[-1]
+            i1, i2, j1, j2 = prev[1], op[2], prev[3], op[4]
+            tag = "equal" if op[0] == "equal" else ("replace" if i2 > i1 and j2 > j1 else "delete" if i2 > i1 else "insert")
+            out[-1] = (tag, i1, i2, j1, j2)
+        else:
+            out.append(op)
+    return out
 
 
 def _vocabulary_warnings(cmp: Aligner, sides: dict[str, Any]) -> list[str]:
@@ -227,4 +354,15 @@ def _vocabulary_warnings(cmp: Aligner, sides: dict[str, Any]) -> list[str]:
 
 # RoleScheme and RoleTracker live in tito_fast.compare.roles; named here too for
 # the former import path (tito_fast.diagnosis.RoleScheme).
-__all__ = ["SEAM", "Aligner", "Diagnosis", "DiagnosisItem", "RoleScheme", "RoleTracker", "classify", "diagnose"]
+__all__ = [
+    "DIFFLIB_PAIRS",
+    "SEAM",
+    "Aligner",
+    "Diagnosis",
+    "DiagnosisItem",
+    "RoleScheme",
+    "RoleTracker",
+    "classify",
+    "diagnose",
+    "sequence_opcodes",
+]

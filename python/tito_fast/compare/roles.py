@@ -38,6 +38,10 @@ class RoleScheme:
         named: marker token -> terminator, for formats that write the role
             name after the marker (ChatML `<|im_start|>` up to "\\n", Llama 3
             `<|start_header_id|>` up to `<|end_header_id|>`, MiniMax `]~b]`).
+        inner: marker token -> role, for messages a format renders inside
+            another block (Qwen's `<tool_response>` inside a user block): each
+            starts a message of that role; a block holding nothing but its
+            header before one becomes that message.
 
     Example:
         >>> RoleScheme("k2v3", named={"<|ifm|im_start|>": "\\n"}).name
@@ -47,6 +51,7 @@ class RoleScheme:
     name: str
     fixed: dict[str, str] = field(default_factory=dict)
     named: dict[str, str] = field(default_factory=dict)
+    inner: dict[str, str] = field(default_factory=dict)
 
 
 SCHEMES = [
@@ -55,7 +60,7 @@ SCHEMES = [
         "kimi",
         named={"<|im_system|>": "<|im_middle|>", "<|im_user|>": "<|im_middle|>", "<|im_assistant|>": "<|im_middle|>"},
     ),
-    RoleScheme("chatml", named={"<|im_start|>": "\n"}),
+    RoleScheme("chatml", named={"<|im_start|>": "\n"}, inner={"<tool_response>": "tool"}),
     RoleScheme("llama3", named={"<|start_header_id|>": "<|end_header_id|>"}),
     RoleScheme(
         "glm",
@@ -104,7 +109,11 @@ class RoleTracker:
         self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
         self.fixed: dict[int, str] = {}
         self.named: dict[int, str | int] = {}
+        self.inner: dict[int, str] = {}
         if self.scheme is not None:
+            for tok, role in self.scheme.inner.items():
+                if (tid := token_id(tokenizer, tok)) is not None:
+                    self.inner[tid] = role
             for tok, role in self.scheme.fixed.items():
                 if (tid := token_id(tokenizer, tok)) is not None:
                     self.fixed[tid] = role
@@ -112,7 +121,7 @@ class RoleTracker:
                 if (tid := token_id(tokenizer, tok)) is not None:
                     term_id = token_id(tokenizer, term) if len(term) > 1 else None
                     self.named[tid] = term_id if term_id is not None else term
-        self.markers = np.array(sorted(self.fixed) + sorted(self.named), dtype=np.int64)
+        self.markers = np.array(sorted(self.fixed) + sorted(self.named) + sorted(self.inner), dtype=np.int64)
 
     @staticmethod
     def detect(tokenizer: Any) -> RoleScheme | None:
@@ -125,10 +134,22 @@ class RoleTracker:
 
     def table(self, ids: Any) -> MessageTable:
         arr = np.asarray(ids, dtype=np.int64)
-        starts = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
-        roles = []
-        for p in starts.tolist():
+        found = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
+        starts: list[int] = []
+        roles: list[str] = []
+        for p in found.tolist():
             marker = int(arr[p])
+            if marker in self.inner:
+                role = self.inner[marker]
+                if starts and int(arr[starts[-1]]) not in self.inner:
+                    header = self._decode(arr[starts[-1] + 1 : p].tolist()).strip().lower()
+                    if header in ("", roles[-1], *(k for k, v in ALIASES.items() if v == roles[-1])):
+                        roles[-1] = role  # the block holds nothing but this message
+                        continue
+                starts.append(p)
+                roles.append(role)
+                continue
+            starts.append(p)
             if marker in self.fixed:
                 roles.append(self.fixed[marker])
                 continue
@@ -138,10 +159,10 @@ class RoleTracker:
                 if term in probe:
                     probe = probe[: probe.index(term)]
                 key = (marker, *probe)
-                role = self._roles.get(key)
-                if role is None:
-                    role = self._roles[key] = _normalise_role(self._decode(probe))
-                roles.append(role)
+                cached = self._roles.get(key)
+                if cached is None:
+                    cached = self._roles[key] = _normalise_role(self._decode(probe))
+                roles.append(cached)
             else:
                 roles.append(_normalise_role(self._decode(probe).split(term, 1)[0]))
-        return MessageTable(starts.astype(np.int64), roles)
+        return MessageTable(np.asarray(starts, dtype=np.int64), roles)

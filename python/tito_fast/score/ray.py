@@ -61,13 +61,20 @@ class BatchScorer:
         family: a family name or a `FamilyConfig` dict.
         template: a chat template text replacing the tokenizer's.
         encoder_path: DeepSeek V3.2/V4's encoder module file (else found where users have it).
+        trust_encoder: load an encoder file found in the tokenizer's folder (runs its code).
         mode: "full" (default) or "fast" (see `tito_fast.score`).
     """
 
     def __init__(
-        self, tokenizer: str, family: Any = "default", template: str | None = None, mode: Mode = "full", encoder_path: str | None = None
+        self,
+        tokenizer: str,
+        family: Any = "default",
+        template: str | None = None,
+        mode: Mode = "full",
+        encoder_path: str | None = None,
+        trust_encoder: bool = False,
     ) -> None:
-        self.scorer = build_scorer(tokenizer, family, template, mode, encoder_path)
+        self.scorer = build_scorer(tokenizer, family, template, mode, encoder_path, trust_encoder)
 
     def __call__(self, batch: Any) -> Any:
         return score_batch(batch, self.scorer)

@@ -17,6 +17,7 @@ from typing import Any
 
 from tito_fast._core import trim_trailing
 from tito_fast.compare.alignment import MismatchType
+from tito_fast.compare.diagnosis import sequence_opcodes
 from tito_fast.score.scorer import SessionResult
 from tito_fast.score.summary import MISMATCH_TYPES, Summary
 
@@ -513,8 +514,7 @@ def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, 
         return ("s", seg.token_ids[0]) if seg.is_special else ("c", tuple(seg.token_ids))
 
     pairs: list[tuple[str, str, str]] = []
-    sm = difflib.SequenceMatcher(None, [key(x) for x in e_segs], [key(x) for x in a_segs], autojunk=False)
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
+    for op, i1, i2, j1, j2 in sequence_opcodes([key(x) for x in e_segs], [key(x) for x in a_segs]):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             for k in range(i2 - i1):
                 e, a = e_segs[i1 + k], a_segs[j1 + k]

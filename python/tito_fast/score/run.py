@@ -95,11 +95,19 @@ def load_tokenizer(spec: str) -> Any:
 
 
 def build_scorer(
-    tokenizer: str, family: Any, template: str | None = None, mode: Mode = "full", encoder_path: str | None = None
+    tokenizer: str,
+    family: Any,
+    template: str | None = None,
+    mode: Mode = "full",
+    encoder_path: str | None = None,
+    trust_encoder: bool = False,
 ) -> Scorer:
     """A `Scorer` from a tokenizer spec (directory or fixture:NAME), family, optional template text
     and optional DeepSeek encoder file."""
-    return Scorer(load_tokenizer(tokenizer), family, chat_template=template, mode=mode, encoder_path=encoder_path)
+    return Scorer(
+        load_tokenizer(tokenizer), family, chat_template=template, mode=mode, encoder_path=encoder_path,
+        trust_encoder=trust_encoder,
+    )  # fmt: skip
 
 
 def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRecord:
@@ -118,7 +126,9 @@ _WORKER: Scorer | None = None
 _FORK = sys.platform == "linux" and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode: Mode, encoder_path: str | None) -> None:
+def _init_worker(
+    tokenizer: str | bytes, family: Any, template: str | None, mode: Mode, encoder_path: str | None, trust_encoder: bool
+) -> None:
     """Build this process's scorer: from a tokenizer spec, or from a pickled
     `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild)."""
     global _WORKER
@@ -126,9 +136,11 @@ def _init_worker(tokenizer: str | bytes, family: Any, template: str | None, mode
         tok, vocab = pickle.loads(tokenizer)
         if vocab is not None:
             vocab.remember(tok)
-        _WORKER = Scorer(tok, family, chat_template=template, mode=mode, encoder_path=encoder_path)
+        _WORKER = Scorer(
+            tok, family, chat_template=template, mode=mode, encoder_path=encoder_path, trust_encoder=trust_encoder
+        )
     else:
-        _WORKER = build_scorer(tokenizer, family, template, mode, encoder_path)
+        _WORKER = build_scorer(tokenizer, family, template, mode, encoder_path, trust_encoder)
 
 
 @dataclass(frozen=True)
@@ -387,6 +399,7 @@ def iter_score(
     scorer: Scorer | None = None,
     interruptible: bool = False,
     worst: int = 5,
+    trust_encoder: bool = False,
 ) -> ScoreStream:
     """Score every session of `dump` (JSONL or Parquet) as a stream (see
     `ScoreStream`); the arguments are `run_score`'s.
@@ -414,17 +427,19 @@ def iter_score(
         assert tokenizer is not None
         tok = load_tokenizer(tokenizer)
         family, note = resolve_family(dump, tok)
-        scorer = Scorer(tok, family, chat_template=template, mode=mode, encoder_path=encoder_path)
+        scorer = Scorer(
+            tok, family, chat_template=template, mode=mode, encoder_path=encoder_path, trust_encoder=trust_encoder
+        )
     if workers > 1 and not _FORK:
         spec: str | bytes = tokenizer or ""
         if scorer is not None:  # reuse the caller's tokenizer, family and byte table
             spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
             family, mode = scorer.tito.config, scorer.mode
-        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path), workers)
+        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path, trust_encoder), workers)
     else:
         if scorer is None:
             assert tokenizer is not None
-            scorer = build_scorer(tokenizer, family, template, mode, encoder_path)
+            scorer = build_scorer(tokenizer, family, template, mode, encoder_path, trust_encoder)
         mode = scorer.mode
         plan = _local_plan(dump, total, scorer) if workers == 1 else _forked_plan(dump, scorer, workers)
     return ScoreStream(
@@ -450,6 +465,7 @@ def run_score(
     worst: int = 5,
     keep_results: bool = True,
     on_result: Callable[[SessionResult | BadRecord], None] | None = None,
+    trust_encoder: bool = False,
 ) -> ScoreRun:
     """Score every session of `dump` (JSONL or Parquet).
 
@@ -461,6 +477,8 @@ def run_score(
         template: a chat template text replacing the tokenizer's.
         encoder_path: DeepSeek V3.2/V4's encoder module file (else found
             where users have it).
+        trust_encoder: also load an encoder file found in the tokenizer's
+            folder (that runs its code; default False).
         mode: "full" (default: every render encoded whole, so retokenization
             drift shows) or "fast" (equal segments not re-encoded;
             retokenization not checked).
@@ -484,7 +502,7 @@ def run_score(
     stream = iter_score(
         dump, tokenizer, family, template=template, encoder_path=encoder_path, mode=mode, workers=workers,
         on_error=on_error, metric_version=metric_version, progress=progress, scorer=scorer,
-        interruptible=interruptible, worst=worst,
+        interruptible=interruptible, worst=worst, trust_encoder=trust_encoder,
     )  # fmt: skip
     results: list[SessionResult] = []
     for out in stream:

@@ -48,14 +48,21 @@ CONTEXT_IDS = 24  # ids of context kept on each side of a reported difference
 
 @dataclass
 class ScoredItem(DiagnosisItem):
-    """A diagnosis item placed in its session: the id where it starts (`position`),
-    the turn it belongs to, and (for reported differences) a little of the
-    session's text around it, for reports."""
+    """A diagnosis item placed in its session, in the dump's terms:
+    `message_index` is the index in the record's `messages` (-1: text outside
+    every message, e.g. a tool list the template renders), `role` that
+    message's role, `marker_role` the role of the rendered block; `position`
+    is the session id where it starts, `turn` the number of assistant
+    messages before its message, and (for reported differences) a little of
+    the session's text around it, for reports."""
 
     position: int = 0
     turn: int | None = None
     before: str = ""
     after: str = ""
+    #: the role of the rendered block the difference sits in (`role` is the
+    #: record message's): Qwen renders a tool result in a user block
+    marker_role: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -104,6 +111,23 @@ class SessionResult:
         }
 
 
+def _probes(message: dict[str, Any]) -> list[str]:
+    """Texts of a message that its render holds verbatim, in the order tried."""
+    out = []
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: their text
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    for value in (content, message.get("reasoning_content")):
+        if isinstance(value, str) and value.strip():
+            out.append(value.strip()[:200])
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"]:
+            out.append(fn["name"])
+            break
+    return out
+
+
 class Scorer:
     """Scores sessions of one tokenizer and family.
 
@@ -112,6 +136,8 @@ class Scorer:
         family: a family name, `FamilyConfig` or dict (`get_tito_tokenizer`).
         chat_template: a template text replacing the tokenizer's.
         mode: "full" (default) or "fast" (see the module doc).
+        trust_encoder: load a DeepSeek encoder file found in the tokenizer's
+            folder (it runs that file's code; default False).
         encoder_path: DeepSeek V3.2/V4's encoder module (else found where
             users have it, see `tito_fast.chat.deepseek`).
         tito: an already built family (then tokenizer/family are ignored).
@@ -130,13 +156,17 @@ class Scorer:
         mode: Mode = "full",
         tito: TitoTokenizer | None = None,
         encoder_path: str | None = None,
+        trust_encoder: bool = False,
     ) -> None:
         if mode not in ("fast", "full"):
             raise ValueError(f"mode must be 'fast' or 'full', got {mode!r}")
         self.tito = (
             tito
             if tito is not None
-            else get_tito_tokenizer(tokenizer, family, chat_template=chat_template, backend="jinja", encoder_path=encoder_path)
+            else get_tito_tokenizer(
+                tokenizer, family, chat_template=chat_template, backend="jinja", encoder_path=encoder_path,
+                trust_encoder=trust_encoder,
+            )  # fmt: skip
         )
         self.family = self.tito.family
         self.mode: Mode = mode
@@ -179,6 +209,58 @@ class Scorer:
         return None
 
     # -- one session --------------------------------------------------------
+
+    def _message_spans(self, record: Record, text: str, expected: np.ndarray, diag: Diagnosis) -> np.ndarray | None:
+        """Where each record message starts in `expected` (ids), found from the
+        render text; None when the ids do not decode to the render byte for
+        byte (then the rendered markers number the messages).
+
+        Each message's own text (content, else reasoning, else its first tool
+        call's name) is looked up in the render after the previous one's; a
+        message starts at the rendered block holding that text or, when that
+        block holds the previous message's text too (tool results rendered in
+        one block), halfway between the two texts, so each keeps its own
+        wrapper tags. A message whose text cannot be found starts where the
+        one before it ends."""
+        vocab = self.cmp.vocab
+        if vocab is None or not vocab.byte_exact or not len(expected):
+            return None
+        ids = expected.astype(np.int64)
+        ends = np.cumsum(vocab.offsets[ids + 1].astype(np.int64) - vocab.offsets[ids].astype(np.int64))
+        if int(ends[-1]) != len(text.encode("utf-8")):
+            return None
+
+        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        char_bytes = np.concatenate([[0], np.cumsum(1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000))])
+
+        def id_at(char: int) -> int:
+            """The id holding the byte at which char `char` starts."""
+            return int(np.searchsorted(ends, int(char_bytes[char]), side="right"))
+
+        blocks = diag.expected_table.starts if diag.expected_table is not None else np.zeros(0, dtype=np.int64)
+        starts: list[int] = []
+        cursor = 0  # char offset after the previous message's text
+        prev_end_id = 0
+        for m in record.messages:
+            found = None
+            for probe in _probes(m):
+                at = text.find(probe, cursor)
+                if at >= 0:
+                    found = (at, at + len(probe))
+                    break
+            if found is None:
+                starts.append(prev_end_id)
+                continue
+            first = id_at(found[0])
+            b = int(np.searchsorted(blocks, first, side="right")) - 1
+            block_start = int(blocks[b]) if b >= 0 else 0
+            if starts and block_start < prev_end_id:  # the block holds the previous message too: split the wrapper between them
+                starts.append(prev_end_id + (first - prev_end_id + 1) // 2)
+            else:
+                starts.append(block_start)
+            cursor = found[1]
+            prev_end_id = id_at(found[1])
+        return np.maximum.accumulate(np.asarray(starts, dtype=np.int64)) if starts else None
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
@@ -268,36 +350,51 @@ class Scorer:
             expected, encoded, nseg = fast
             diag = self.cmp.diagnose(expected, actual)
             if not any(m.type is MismatchType.SPECIAL_TOKEN_COUNT for m in diag.reference):
-                return self._result(record, diag, expected, actual, "fast", encoded, nseg)
+                return self._result(record, diag, expected, actual, "fast", encoded, nseg, text)
             # Structures differ: describing them needs every segment's real ids.
         nseg = fast[2] if fast is not None else 0
         expected = self.expected_ids(record, text)  # the whole render, encoded once
         diag = self.cmp.diagnose(expected, actual)
-        return self._result(record, diag, expected, actual, "full", nseg, nseg)
+        return self._result(record, diag, expected, actual, "full", nseg, nseg, text)
 
     def _result(
-        self, record: Record, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, path: str, encoded: int, nseg: int
+        self,
+        record: Record,
+        diag: Diagnosis,
+        expected: np.ndarray,
+        actual: np.ndarray,
+        path: str,
+        encoded: int,
+        nseg: int,
+        text: str,
     ) -> SessionResult:
-        table = diag.actual_table if self.cmp.role_tracker.scheme is not None else None
-        assistant_starts = (
-            np.array([s for s, r in zip(table.starts.tolist(), table.roles) if r == "assistant"], dtype=np.int64)
-            if table is not None
-            else None
-        )
+        spans = self._message_spans(record, text, expected, diag) if diag.items else None
+        roles = [str(m.get("role", "unknown")) for m in record.messages]
+        assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
+        table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
         items: list[ScoredItem] = []
         first: int | None = None
         for it in diag.items:
             (es, ee), (as_, ae) = it.expected_span, it.actual_span
-            pos = int(as_ + common_prefix_len(expected[es:ee], actual[as_:ae]) if ae > as_ else as_)
-            turn = None
-            if table is not None and assistant_starts is not None and it.message_index >= 0:
+            head = common_prefix_len(expected[es:ee], actual[as_:ae]) if ae > as_ and ee > es else 0
+            pos = int(as_ + head)
+            fields = vars(it) | {"marker_role": it.role}
+            if spans is not None:
+                at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
+                k = int(np.searchsorted(spans, min(at, max(ee - 1, es)), side="right")) - 1
+                fields["message_index"] = k
+                fields["role"] = roles[k] if k >= 0 else it.role
+                turn: int | None = int(assistant_before[k]) if k >= 0 else 0
+            elif table is not None and 0 <= it.message_index < len(table.starts):
                 start = int(table.starts[it.message_index])
-                turn = int(np.count_nonzero(assistant_starts < start))
+                turn = sum(1 for s0, r in zip(table.starts.tolist(), table.roles) if r == "assistant" and s0 < start)
+            else:
+                turn = None
             before = after = ""
             if it.type is not None:  # a little of the session's text around it, for reports
                 before = self.cmp.decode(actual[max(0, as_ - CONTEXT_IDS) : as_].tolist())
                 after = self.cmp.decode(actual[ae : ae + CONTEXT_IDS].tolist())
-            items.append(ScoredItem(**vars(it), position=pos, turn=turn, before=before, after=after))
+            items.append(ScoredItem(**fields, position=pos, turn=turn, before=before, after=after))
             if it.type is not None and (first is None or pos < first):
                 first = pos
         turns = sum(1 for m in record.messages if m.get("role") == "assistant")

@@ -43,7 +43,7 @@ from tito_fast.chat.messages import (
     messages_equal,
     resolve_matcher,
 )
-from tito_fast.errors import RollbackError
+from tito_fast.errors import RollbackError, TurnRecordedError
 
 
 class Trajectory:
@@ -145,13 +145,22 @@ class Trajectory:
     ) -> None:
         """Record a generated turn; `PrefixMismatchError` when the stored ids,
         less up to the family's `max_trim_tokens`, do not start prompt + completion.
-        Ids may be lists or arrays (arrays are read in place)."""
+        Ids may be lists or arrays (arrays are read in place).
+
+        `request_messages` is the whole request of this turn, so it holds every
+        message recorded so far; one that holds fewer (the same turn given
+        again) raises `TurnRecordedError` and changes nothing."""
         with self._lock:
             self._update(request_messages, assistant_message, prompt_ids, completion_ids)
 
     def _update(
         self, request_messages: list[dict[str, Any]], assistant_message: dict[str, Any], prompt_ids: Any, completion_ids: Any
     ) -> None:
+        if len(request_messages) < len(self.messages):
+            raise TurnRecordedError(
+                f"request_messages holds {len(request_messages)} messages but the trajectory already holds "
+                f"{len(self.messages)} (was this turn recorded already?); each turn's request carries the whole history"
+            )
         prompt = prompt_ids if isinstance(prompt_ids, np.ndarray) else np.asarray(prompt_ids, dtype=np.int64)
         completion = completion_ids if isinstance(completion_ids, np.ndarray) else np.asarray(completion_ids, dtype=np.int64)
         stored = self.buffer.to_numpy()
