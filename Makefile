@@ -49,7 +49,7 @@ docs: $(BIN)/python
 wheel: $(BIN)/python
 	$(BIN)/python -m pip install --quiet 'maturin>=1.9,<2' 'ziglang>=0.13'
 	rm -rf dist
-	$(BIN)/maturin build --release --zig --compatibility manylinux2014 --out dist
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --release --zig --compatibility manylinux2014 --interpreter $(BIN)/python --out dist
 	$(BIN)/maturin sdist --out dist
 
 ## wheel-check: install the wheel in a fresh venv without cargo on PATH; run the CLI and the README example there
