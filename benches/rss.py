@@ -31,11 +31,13 @@ def _rss_kib(pid: int) -> int | None:
     return None
 
 
-def measure(n: int, turns: int = 50, workers: int = 1) -> dict[str, float]:
+def measure(n: int, turns: int = 50, workers: int = 1, out: bool = True) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         dump = _dump(Path(d) / "dump.jsonl", n, turns)
         cmd = [sys.executable, "-m", "tito_fast", "score", str(dump), "--tokenizer", "fixture:qwen3", "--family", "qwen3",
-               "--out", str(Path(d) / "results.parquet"), "--quiet", "--workers", str(workers)]  # fmt: skip
+               "--quiet", "--workers", str(workers)]  # fmt: skip
+        if out:  # (`--out` is absent before streaming: pass --no-out to measure such a version)
+            cmd += ["--out", str(Path(d) / "results.parquet")]
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         samples = []
@@ -59,8 +61,9 @@ def measure(n: int, turns: int = 50, workers: int = 1) -> dict[str, float]:
 
 
 def main() -> None:
-    for arg in sys.argv[1:] or ["500", "5000"]:
-        r = measure(int(arg))
+    args = [a for a in sys.argv[1:] if a != "--no-out"]
+    for arg in args or ["500", "5000"]:
+        r = measure(int(arg), out="--no-out" not in sys.argv)
         print(
             f"{r['sessions']:>6} sessions of 50 turns: {r['seconds']:.0f} s, RSS peak {r['peak_mib']:.0f} MiB "
             f"(at 1/4 {r['quarter_mib']:.0f}, 1/2 {r['half_mib']:.0f}, end {r['end_mib']:.0f})",
