@@ -156,3 +156,19 @@ def test_line_scan_reads_lines_as_python_does(parts: list[bytes], tail: bool, bl
 
     expected = [(len(line), bool(line.strip())) for line in io.BytesIO(data)]
     assert list(dump._scan_lines(Small(data))) == expected
+
+
+def test_an_unexpected_error_in_one_record_is_a_bad_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tito_fast.score.run import score_one
+    from tito_fast.score.scorer import Scorer
+    from tito_fast.testing import fixtures
+
+    scorer = Scorer(fixtures.load_tokenizer("qwen3"), "qwen3")
+    (rec,) = [r for r in read_dump(EXAMPLE) if isinstance(r, Record)][:1]
+
+    def broken(record: Record) -> Any:
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(scorer, "score", broken)
+    out = score_one(scorer, rec)
+    assert isinstance(out, BadRecord) and "unexpected error scoring this record (IndexError" in out.reason

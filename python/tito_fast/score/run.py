@@ -118,6 +118,11 @@ def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRec
         return scorer.score(rec)
     except ScoreError as e:
         return BadRecord(rec.source, str(e), rec.session_id)
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as e:  # one record must never end the job; say it looks like a bug
+        what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        return BadRecord(rec.source, f"unexpected error scoring this record ({what}); please report it", rec.session_id)
 
 
 _WORKER: Scorer | None = None
