@@ -18,17 +18,7 @@ import time
 from pathlib import Path
 
 from benches.bench_score import _dump
-
-
-def _rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+from tito_fast.testing.memory import rss_kib
 
 
 def measure(n: int, turns: int = 50, workers: int = 1, out: bool = True) -> dict[str, float]:
@@ -42,7 +32,7 @@ def measure(n: int, turns: int = 50, workers: int = 1, out: bool = True) -> dict
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         samples = []
         while proc.poll() is None:
-            if (rss := _rss_kib(proc.pid)) is not None:
+            if (rss := rss_kib(proc.pid)) is not None:
                 samples.append(rss / 1024)
             time.sleep(0.2)
         err = proc.stderr.read() if proc.stderr else ""

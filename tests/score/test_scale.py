@@ -21,19 +21,9 @@ import pyarrow.parquet as pq
 from tito_fast.score.dump import Record
 from tito_fast.score.scorer import Scorer
 from tito_fast.testing import fixtures
+from tito_fast.testing.memory import rss_kib
 
 SESSIONS = int(os.environ.get("TITO_FAST_SCALE_SESSIONS", "100000"))
-
-
-def _rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def _write_dump(path: Path, n: int) -> None:
@@ -64,7 +54,7 @@ def test_memory_is_flat_over_many_sessions(tmp_path: Path) -> None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples: list[int] = []
     while proc.poll() is None:
-        rss = _rss_kib(proc.pid)
+        rss = rss_kib(proc.pid)
         if rss is not None:
             samples.append(rss)
         time.sleep(0.2)
