@@ -92,9 +92,10 @@ class Diagnosis:
     #: Problems with the input itself, e.g. ids outside the tokenizer's
     #: vocabulary (a sign that the two sides used different tokenizers).
     warnings: list[str] = field(default_factory=list)
-    #: Where each message of the actual ids starts, and its role.
+    #: Where each message of the actual ids starts, and its role (None when nothing needed it).
     actual_table: MessageTable | None = field(default=None, repr=False, compare=False)
-    #: The same for the expected ids (the fresh render), which names the items' messages.
+    #: The same for the expected ids (the fresh render), which names the items' messages
+    #: (built when there is an item).
     expected_table: MessageTable | None = field(default=None, repr=False, compare=False)
 
     def by_kind(self) -> dict[str, int]:
@@ -143,7 +144,22 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
     e_arr, a_arr = exp[: e_starts[-1]], act[: a_starts[-1]]  # trimmed; lists only of the pairs that differ
     # Roles and messages come from the fresh render (the expected side): it
     # says what each message is; the session's own markers may be the fault.
-    e_table, a_table = tracker.table(e_arr), tracker.table(a_arr)
+    # The tables are built on the first difference (most sessions have none).
+    tables: dict[str, MessageTable] = {}
+
+    def e_table_at(pos: int) -> tuple[int, str]:
+        if "e" not in tables:
+            tables["e"] = tracker.table(e_arr)
+        return tables["e"].at(pos)
+
+    def a_table_at(pos: int) -> tuple[int, str]:
+        if "a" not in tables:
+            tables["a"] = tracker.table(a_arr)
+        return tables["a"].at(pos)
+
+    def done() -> Diagnosis:
+        scheme = tracker.scheme.name if tracker.scheme else None
+        return Diagnosis(items, reference, scheme, warnings, tables.get("a"), tables.get("e"))
     items: list[DiagnosisItem] = []
     warnings = _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
 
@@ -155,7 +171,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         e_text, a_text = cmp.decode(e_ids), cmp.decode(a_ids)
         # Attribute to the message holding the first differing id: a content
         # segment can span several messages when role markers are not special.
-        msg, role = e_table.at(min(es + common_prefix_len(e_ids, a_ids), max(ee - 1, es)))
+        msg, role = e_table_at(min(es + common_prefix_len(e_ids, a_ids), max(ee - 1, es)))
         if e_special[i]:
             return DiagnosisItem(MismatchType.SPECIAL_TOKEN_TYPE.value, "splice_seam", role, msg, i, (es, ee), (as_, ae), e_text, a_text)
         if e_text == a_text:
@@ -172,7 +188,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         for i in differing.tolist():
             if (item := pair_item(i, i)) is not None:
                 items.append(item)
-        return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table, e_table)
+        return done()
 
     # Structures differ: align the two segment lists (special ids, and a
     # digest of each content run) and report each added, removed or changed
@@ -194,7 +210,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         e_text, a_text = cmp.decode(e_ids) if e_ids else "", cmp.decode(a_ids) if a_ids else ""
         # Where the render has nothing (an insert), the message is the one the
         # extra ids follow in the render.
-        msg, role = e_table.at(es if ee > es else max(es - 1, 0))
+        msg, role = e_table_at(es if ee > es else max(es - 1, 0))
         if op == "insert":
             detail = f"actual adds segments {j1}..{j2 - 1}"
         elif op == "delete":
@@ -202,14 +218,14 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         else:
             detail = f"expected segments {i1}..{i2 - 1} differ from actual segments {j1}..{j2 - 1}"
         if ee > es:
-            detail += f"; expected messages {e_table.at(es)[0]}..{e_table.at(ee - 1)[0]}"
+            detail += f"; expected messages {e_table_at(es)[0]}..{e_table_at(ee - 1)[0]}"
         if ae > as_:
-            detail += f"; actual messages {a_table.at(as_)[0]}..{a_table.at(ae - 1)[0]}"
+            detail += f"; actual messages {a_table_at(as_)[0]}..{a_table_at(ae - 1)[0]}"
         kind_ = classify(e_ids, a_ids, e_text, a_text)
         items.append(
             DiagnosisItem(MismatchType.SPECIAL_TOKEN_COUNT.value, kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)
         )
-    return Diagnosis(items, reference, tracker.scheme.name if tracker.scheme else None, warnings, a_table, e_table)
+    return done()
 
 
 #: Below this many element pairs `sequence_opcodes` asks difflib directly.
