@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,7 +269,8 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
         return BadRecord(source, f"invalid JSON: {e}")
     if not isinstance(obj, dict):
         return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
-    return record_from_row(source, str(lineno), obj, json_strings=False)
+    # Parsed from valid UTF-8, a text can hold a lone surrogate only through a \\uD800-\\uDFFF escape.
+    return record_from_row(source, str(lineno), obj, json_strings=False, check_text=bool(_SURROGATE_ESCAPE.search(raw)))
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
@@ -291,12 +293,21 @@ def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
             row += 1
 
 
-def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
+#: A JSON escape of a UTF-16 surrogate (`\ud800` .. `\udfff`), the only way JSON text read
+#: from valid UTF-8 can hold one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def record_from_row(
+    source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool, check_text: bool = True
+) -> Record | BadRecord:
     """A record from one parsed row (a JSON line's object, or a Parquet row as a dict), or
     why it is bad. `source` names the row for messages; `default_id` is its session id
-    when it has none; with `json_strings` the messages, tools and metadata may be JSON text."""
+    when it has none; with `json_strings` the messages, tools and metadata may be JSON text.
+    `check_text=False` skips the search for lone surrogates in the texts, for rows known
+    to hold none."""
     try:
-        return _record(source, default_id, obj, json_strings)
+        return _record(source, default_id, obj, json_strings, check_text)
     except (ValueError, TypeError, RecursionError, UnicodeError, OverflowError) as e:
         what = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
         return BadRecord(source, f"unreadable record: {what}", _printable(obj.get("session_id")))
@@ -329,7 +340,7 @@ def _json_safe(value: Any) -> Any:
     return json.loads(text, parse_constant=lambda c: c)
 
 
-def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: bool) -> Record | BadRecord:
+def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: bool, check_text: bool) -> Record | BadRecord:
     sid = obj.get("session_id")
     session_id = str(sid) if sid is not None else default_id
     if _printable(session_id) is None:
@@ -367,14 +378,16 @@ def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: boo
     except OverflowError:
         k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
         return BadRecord(source, f"token_ids[{k}] = {ids[k]} is out of range", session_id)
-    try:  # everything a text must be to be rendered, encoded and written out
-        json.dumps([messages, tools], ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return BadRecord(source, "the messages or tools hold text that is not valid Unicode (a lone surrogate)", session_id)
-    try:
-        metadata = _json_safe(metadata)
-    except UnicodeEncodeError:
-        return BadRecord(source, "the metadata holds text that is not valid Unicode (a lone surrogate)", session_id)
+    if check_text:
+        try:  # everything a text must be to be rendered, encoded and written out
+            json.dumps([messages, tools], ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return BadRecord(source, "the messages or tools hold text that is not valid Unicode (a lone surrogate)", session_id)
+    if metadata is not None:
+        try:
+            metadata = _json_safe(metadata)
+        except UnicodeEncodeError:
+            return BadRecord(source, "the metadata holds text that is not valid Unicode (a lone surrogate)", session_id)
     family = obj.get("family")
     return Record(
         source,
