@@ -43,7 +43,6 @@ import numpy as np
 
 from tito_fast._core import __version__
 from tito_fast.chat.families import get_tito_tokenizer
-from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.cli.demo import print_summary, run_demo
 from tito_fast.cli.progress import Progress
@@ -488,15 +487,7 @@ def _diff(ns: argparse.Namespace) -> int:
     tok = load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
     if family is None:
-        if len(ns.inputs) == 1:
-            family, note = resolve_family(ns.inputs[0], tok)
-        else:
-            found = family_of_tokenizer(tok)
-            if found is None:
-                raise UsageError(
-                    f"give --family: the tokenizer's chat template is not one tito_fast recognises; families: {', '.join(sorted(FAMILIES))}"
-                )
-            family, note = found[0], f"family {found[0]!r}: {found[1]}"
+        family, note = resolve_family(ns.inputs[0] if len(ns.inputs) == 1 else None, tok)
         sys.stderr.write(f"tito-fast: {note}\n")
     scorer = Scorer(
         tok, family, chat_template=_template_arg(ns.template), mode="full", encoder_path=_encoder_arg(ns.encoder),
@@ -533,13 +524,8 @@ def _verify_template(ns: argparse.Namespace) -> int:
     tok = load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
     if family is None:
-        found = family_of_tokenizer(tok)
-        if found is None:
-            raise UsageError(
-                f"give --family: the tokenizer's chat template is not one tito_fast recognises; families: {', '.join(sorted(FAMILIES))}"
-            )
-        family = found[0]
-        _say(ns, f"family {found[0]!r}: {found[1]}")
+        family, note = resolve_family(None, tok)
+        _say(ns, note)
     options = dict(
         chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder
     )

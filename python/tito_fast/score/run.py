@@ -367,25 +367,27 @@ class ScoreStream:
 METRIC_VERSIONS = ("v1", "v2")
 
 
-def resolve_family(dump: str | Path, tokenizer: Any, *, look_at: int = 100) -> tuple[str, str]:
+def resolve_family(dump: str | Path | None, tokenizer: Any, *, look_at: int = 100) -> tuple[str, str]:
     """`(family, how it was chosen)` for a run given no family: the `family`
-    field of the dump's first records, else the family the tokenizer's chat
-    template identifies (`tito_fast.chat.identify`).
+    field of the dump's first records (when there is a dump), else the family
+    the tokenizer's chat template identifies (`tito_fast.chat.identify`).
 
     Raises:
         FamilyError: neither names one; the message lists the families.
     """
-    for rec in itertools.islice(read_dump(dump), look_at):
-        if isinstance(rec, Record):
-            if rec.family:
-                return rec.family, f"family {rec.family!r}: named by the records ({rec.source})"
-            break
+    if dump is not None:
+        for rec in itertools.islice(read_dump(dump), look_at):
+            if isinstance(rec, Record):
+                if rec.family:
+                    return rec.family, f"family {rec.family!r}: named by the records ({rec.source})"
+                break
     found = family_of_tokenizer(tokenizer)
     if found is not None:
         return found[0], f"family {found[0]!r}: {found[1]}"
+    records = "the records name no family and " if dump is not None else ""
     raise FamilyError(
-        "give --family: the records name no family and the tokenizer's chat template is not one tito_fast "
-        f"recognises; families: {', '.join(sorted(FAMILIES))} (or a JSON file declaring a FamilyConfig)"
+        f"give --family: {records}the tokenizer's chat template is not one tito_fast recognises; "
+        f"families: {', '.join(sorted(FAMILIES))} (or a JSON file declaring a FamilyConfig)"
     )
 
 
