@@ -210,21 +210,31 @@ def _local_plan(dump: str | Path, total: int, scorer: Scorer) -> _Plan:
     return _Plan(total, outputs, ScorerFacts.of(scorer))
 
 
-def _tasks(dump: str | Path) -> tuple[int, Iterator[tuple[Any, ...]]]:
-    """(records, tasks): byte ranges of a JSONL file (the workers read their own
-    lines), else chunks of records read here."""
+def _survey(dump: str | Path, workers: int) -> tuple[int, list[tuple[int, int, int, int]] | None]:
+    """(records, byte ranges): one pass over the dump, which also checks its
+    format. With workers, an uncompressed JSONL file is cut into byte ranges
+    that the workers read themselves; otherwise the records are just counted."""
     path = Path(dump)
-    if dump_format(path) == "jsonl" and not path.name.endswith(".gz"):
+    if workers > 1 and dump_format(path) == "jsonl" and not path.name.endswith(".gz"):
         ranges = jsonl_ranges(path, _CHUNK)
-        return sum(r[3] for r in ranges), (("range", str(path), a, b, first) for a, b, first, _ in ranges)
-    return count_records(dump), (("records", c) for c in _chunks(read_dump(dump), _CHUNK))
+        return sum(r[3] for r in ranges), ranges
+    return count_records(path), None
 
 
-def _forked_plan(dump: str | Path, scorer: Scorer, workers: int) -> _Plan:
+def _tasks(dump: str | Path, ranges: list[tuple[int, int, int, int]] | None) -> Iterator[tuple[Any, ...]]:
+    """Byte ranges of a JSONL file (the workers read their own lines), else chunks of records read here."""
+    if ranges is not None:
+        return (("range", str(dump), a, b, first) for a, b, first, _ in ranges)
+    return (("records", c) for c in _chunks(read_dump(dump), _CHUNK))
+
+
+def _forked_plan(
+    dump: str | Path, total: int, ranges: list[tuple[int, int, int, int]] | None, scorer: Scorer, workers: int
+) -> _Plan:
     """Workers forked from this process, inheriting its scorer: no tokenizer load
     and no byte-table build per worker. Only this thread runs while they fork."""
     global _WORKER
-    total, tasks = _tasks(dump)
+    tasks = _tasks(dump, ranges)
     _WORKER = scorer
     restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
@@ -242,9 +252,11 @@ def _forked_plan(dump: str | Path, scorer: Scorer, workers: int) -> _Plan:
     return _Plan(total, _bounded_map(pool, tasks, 4 * workers), ScorerFacts.of(scorer), close)
 
 
-def _spawned_plan(dump: str | Path, init: tuple[Any, ...], workers: int) -> _Plan:
+def _spawned_plan(
+    dump: str | Path, total: int, ranges: list[tuple[int, int, int, int]] | None, init: tuple[Any, ...], workers: int
+) -> _Plan:
     """Workers spawned afresh (where forking is not safe); each builds its scorer from `init`."""
-    total, tasks = _tasks(dump)
+    tasks = _tasks(dump, ranges)
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=init
     )
@@ -426,7 +438,7 @@ def iter_score(
     if scorer is None and tokenizer is None:
         raise ValueError("give a tokenizer (a folder or fixture:NAME) or a scorer")
     start = time.perf_counter()
-    total = count_records(dump)  # checks the file and its format first
+    total, ranges = _survey(dump, workers)  # checks the file and its format first
     if total == 0:
         raise DumpError(f"{dump}: the dump holds no records")
     note = ""
@@ -442,13 +454,13 @@ def iter_score(
         if scorer is not None:  # reuse the caller's tokenizer, family and byte table
             spec = pickle.dumps((scorer.tito.tokenizer, scorer.cmp.vocab))
             family, mode = scorer.tito.config, scorer.mode
-        plan = _spawned_plan(dump, (spec, family, template, mode, encoder_path, trust_encoder), workers)
+        plan = _spawned_plan(dump, total, ranges, (spec, family, template, mode, encoder_path, trust_encoder), workers)
     else:
         if scorer is None:
             assert tokenizer is not None
             scorer = build_scorer(tokenizer, family, template, mode, encoder_path, trust_encoder)
         mode = scorer.mode
-        plan = _local_plan(dump, total, scorer) if workers == 1 else _forked_plan(dump, scorer, workers)
+        plan = _local_plan(dump, total, scorer) if workers == 1 else _forked_plan(dump, total, ranges, scorer, workers)
     return ScoreStream(
         plan, on_error=on_error, progress=progress, interruptible=interruptible, worst=worst,
         metric_version=metric_version, mode=mode, setup_seconds=time.perf_counter() - start, family_note=note,
