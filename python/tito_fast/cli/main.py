@@ -33,8 +33,6 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -61,7 +59,8 @@ from tito_fast.score import report
 from tito_fast.score.dump import BadRecord, json_error, read_dump
 from tito_fast.score.results import SUFFIXES, ResultWriter
 from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
-from tito_fast.score.scorer import Scorer
+from tito_fast.score.scorer import Scorer, SessionResult
+from tito_fast.score.summary import Summary
 from tito_fast.session.verify import verify_family
 
 #: The exit codes of `tito-fast` (see the module doc).
@@ -331,27 +330,34 @@ def _write(path: str, text: str) -> None:
     tmp.replace(path)
 
 
-@contextmanager
-def _json_stream(path: str | None) -> Iterator[tuple[IO[str], list[bool]] | None]:
-    """`{"sessions": [...], ...}` written as results come: yields (file, [first?]) or None."""
-    if path is None:
-        yield None
-        return
-    if path == "-":
-        yield sys.stdout, [True]
-        return
-    tmp = Path(path + ".tmp")
-    f = open(tmp, "w", encoding="utf-8")
-    ok = False
-    try:
-        yield f, [True]
-        ok = True
-    finally:
-        f.close()
-        if ok:
-            tmp.replace(path)
+class _JsonOut:
+    """`{"sessions": [...], "summary": ..., "seconds": ...}` written as the
+    results come: into `path + ".tmp"`, moved into place by `finish`, or to
+    stdout for "-"."""
+
+    def __init__(self, path: str) -> None:
+        self.tmp = None if path == "-" else Path(path + ".tmp")
+        self.path = path
+        self.f: IO[str] = sys.stdout if self.tmp is None else open(self.tmp, "w", encoding="utf-8")
+        self.sessions = 0
+        self.f.write('{"sessions": [\n')
+
+    def write(self, result: SessionResult) -> None:
+        self.f.write((",\n" if self.sessions else "") + json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False))
+        self.sessions += 1
+
+    def finish(self, tail: dict[str, Any]) -> None:
+        self.f.write("\n],\n" + json.dumps(tail, indent=2, ensure_ascii=False, allow_nan=False)[1:] + "\n")
+        self.close(keep=True)
+
+    def close(self, *, keep: bool = False) -> None:
+        if self.tmp is None:
+            return
+        self.f.close()
+        if keep:
+            self.tmp.replace(self.path)
         else:
-            tmp.unlink(missing_ok=True)
+            self.tmp.unlink(missing_ok=True)
 
 
 def _demo(ns: argparse.Namespace) -> int:
@@ -395,26 +401,24 @@ def _score(ns: argparse.Namespace) -> int:
     if stream.family_note:
         _say(ns, stream.family_note)
     writer = ResultWriter(ns.out) if ns.out else None
+    js = _JsonOut(ns.json) if ns.json else None
     try:
-        with _json_stream(ns.json) as js:
-            if js is not None:
-                js[0].write('{"sessions": [\n')
-            for out in stream:
-                if writer is not None:
-                    writer.write(out)
-                if js is not None and not isinstance(out, BadRecord):
-                    f, first = js
-                    f.write(("" if first[0] else ",\n") + json.dumps(out.to_dict(), ensure_ascii=False, allow_nan=False))
-                    first[0] = False
-            seconds = time.perf_counter() - start
-            s = stream.summary
-            if js is not None:
-                tail = {"summary": s.to_dict(), "seconds": seconds}
-                js[0].write("\n],\n" + json.dumps(tail, indent=2, ensure_ascii=False, allow_nan=False)[1:] + "\n")
+        for out in stream:
+            if writer is not None:
+                writer.write(out)
+            if js is not None and not isinstance(out, BadRecord):
+                js.write(out)
+        seconds = time.perf_counter() - start
+        s = stream.summary
+        if js is not None:
+            js.finish({"summary": s.to_dict(), "seconds": seconds})
+            js = None
     finally:
         if writer is not None:
             writer.close()
-    _report_score(ns, stream, seconds)
+        if js is not None:  # an error ended the run: no half JSON file under the final name
+            js.close()
+    _report_score(ns, stream, s, seconds)
     if stream.stopped_at == "interrupted":
         return EXIT_CODES["interrupted"]
     if not s.complete:
@@ -425,8 +429,7 @@ def _score(ns: argparse.Namespace) -> int:
     return EXIT_CODES["ok"]
 
 
-def _report_score(ns: argparse.Namespace, stream: ScoreStream, seconds: float) -> None:
-    s = stream.summary
+def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, seconds: float) -> None:
     bad = stream.bad
     if stream.stopped_at == "interrupted":
         sys.stderr.write("\ntito-fast: interrupted; the reports written below are marked INCOMPLETE\n")
