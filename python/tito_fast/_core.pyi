@@ -37,6 +37,9 @@ __all__ = [
     "AddedTokenSplitter",
     "Segmenter",
     "BpeEncoder",
+    "NativeTemplate",
+    "SessionChecker",
+    "TemplateRenderError",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -437,3 +440,83 @@ class AddedTokenSplitter:
         """`(parts, checked)`: the texts and added-token ids of `text` in order, and
         the first-pass texts in which normalized tokens were found (the tokenizer
         finds those after normalizing, so they must be unchanged by it)."""
+
+class TemplateRenderError(ValueError):
+    """The native renderer could not render a chat template as jinja2 does.
+
+    `raised` is True when the template itself called `raise_exception`
+    (jinja2 fails the same way); otherwise `reason` says what the native
+    renderer does not support, and the caller renders with jinja2.
+
+    Example:
+        >>> import tito_fast
+        >>> try:
+        ...     tito_fast._core.NativeTemplate("{{ raise_exception('no') }}").render({})
+        ... except tito_fast._core.TemplateRenderError as e:
+        ...     print(e.raised, e.reason)
+        True no
+    """
+
+    raised: bool
+    reason: str
+
+@final
+class NativeTemplate:
+    """A chat template compiled for the native (Rust, minijinja) renderer,
+    set up as transformers sets up jinja2 (`trim_blocks`, `lstrip_blocks`,
+    loop controls, Python's `tojson`, `raise_exception`, `strftime_now`,
+    `{% generation %}`, values printed as Python prints them). Thread-safe;
+    renders with the GIL released. Raises `TemplateRenderError` when the
+    template does not compile. Use `tito_fast.chat.render.render(...,
+    backend="native")`, which falls back to jinja2 where needed.
+
+    Example:
+        >>> import tito_fast
+        >>> t = tito_fast._core.NativeTemplate("{% for m in messages %}{{ m.role }}: {{ m.content|tojson }}\\n{% endfor %}")
+        >>> t.render({"messages": [{"role": "user", "content": "héllo"}]})
+        'user: "héllo"\\n'
+    """
+
+    def __new__(cls, source: str, *, utc_offset: int = 0) -> Self: ...
+    def render(self, context: dict[str, Any]) -> str:
+        """The template rendered with `context` (its variables)."""
+    def render_many(self, contexts: list[dict[str, Any]], *, threads: int | None = None) -> list[str | TemplateRenderError]:
+        """Every context rendered on `threads` threads (None: all cores); failures are returned, not raised."""
+    def render_encode_many(
+        self, contexts: list[dict[str, Any]], encoder: BpeEncoder, *, threads: int | None = None
+    ) -> list[npt.NDArray[np.uint32] | TemplateRenderError | None]:
+        """Every context rendered and encoded (None: the encoder does not cover that text)."""
+
+@final
+class SessionChecker:
+    """The session check of `tito-fast score` for JSONL dump lines, in Rust:
+    each line is parsed, validated, normalised as `tito_fast.chat.render`
+    does, rendered by a `NativeTemplate`, encoded by a `BpeEncoder` and
+    compared with the session's ids (after the trailing trim), on threads
+    with the GIL released. Anything it does not take on exactly as the
+    Python path would comes back as None (score that line in Python). Built
+    by `tito_fast.score.Scorer`; use that class.
+
+    Example:
+        >>> from tito_fast.score import Scorer  # doctest: +SKIP
+        >>> Scorer(tok, "qwen3").native.check_lines([line])  # doctest: +SKIP
+        [('clean', 's0', 50, 14018, None)]
+    """
+
+    def __new__(
+        cls,
+        template: NativeTemplate,
+        encoder: BpeEncoder,
+        *,
+        variables: dict[str, Any],
+        tool_policy: str,
+        trim_ids: list[int],
+        vocab_size: int,
+        family: str,
+    ) -> Self: ...
+    def check_lines(
+        self, lines: list[bytes], *, threads: int | None = None
+    ) -> list[tuple[str, str, int, int, str | None] | tuple[str, str, npt.NDArray[np.uint32]] | None]:
+        """Per line: None (Python path), ("clean", session_id, turns, num_ids, metadata JSON) or ("differs", text, expected ids)."""
+    def explain(self, line: bytes) -> str | None:
+        """Why the check hands `line` to the Python path (None: it takes it)."""

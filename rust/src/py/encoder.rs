@@ -25,6 +25,13 @@ fn ids_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u
     Ok(ids)
 }
 
+impl BpeEncoder {
+    /// The encoder itself, for the batch calls of other classes.
+    pub(crate) fn core(&self) -> &Encoder {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl BpeEncoder {
     /// token_blob + token_offsets: the bytes of each vocabulary entry

@@ -26,6 +26,13 @@ create_exception!(
     "A TokenBuffer operation that cannot apply (rolling back more checkpoints than exist, replacing more ids than are held, a corrupt pickled state)."
 );
 
+create_exception!(
+    tito_fast,
+    TemplateRenderError,
+    PyValueError,
+    "The native renderer could not render a chat template as jinja2 does.\n\nAttributes: `raised` (True when the template itself called `raise_exception`; jinja2 fails the same way) and `reason` (the template's message, or what the native renderer does not support: render with jinja2 then)."
+);
+
 /// A `TokenInputError` naming the argument and, where known, the position.
 pub(crate) fn input_error(py: Python<'_>, argument: &str, position: Option<usize>, msg: &str) -> PyErr {
     let err = TokenInputError::new_err(format!("argument '{argument}': {msg}"));

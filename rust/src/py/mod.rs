@@ -13,6 +13,7 @@ mod errors;
 mod input;
 mod kernels;
 mod segment;
+mod template;
 
 pub(crate) use kernels::{extract_id_set, extract_seqs, run, threads_arg, DETACH_MIN};
 
@@ -42,6 +43,10 @@ mod _core {
     use super::segment::PyAlignment;
     #[pymodule_export]
     use super::segment::Segmenter;
+    #[pymodule_export]
+    use super::template::NativeTemplate;
+    #[pymodule_export]
+    use super::template::SessionChecker;
 
     use pyo3::prelude::*;
 
@@ -51,6 +56,7 @@ mod _core {
         m.add("TokenInputError", py.get_type::<super::errors::TokenInputError>())?;
         m.add("PrefixMismatchError", py.get_type::<super::errors::PrefixMismatchError>())?;
         m.add("TokenBufferError", py.get_type::<super::errors::TokenBufferError>())?;
+        m.add("TemplateRenderError", py.get_type::<super::errors::TemplateRenderError>())?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         // "release" or "debug": benchmarks refuse to time a debug build.
         m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;

@@ -1,0 +1,289 @@
+//! `NativeTemplate`: the native chat-template renderer (`crate::template`)
+//! for Python, with batch rendering (and encoding) on rayon threads.
+
+use numpy::PyArray1;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use super::encoder::BpeEncoder;
+use super::errors::TemplateRenderError;
+use super::threads_arg;
+use crate::batch::with_threads;
+use crate::template::session::{check_line, CheckSetup, LineOutcome, ToolPolicy};
+use crate::template::{map, ChatTemplate, RenderFailure};
+use minijinja::Value;
+
+/// Deeper template values than this are refused (a hostile record must not
+/// exhaust the stack).
+const MAX_DEPTH: usize = 200;
+
+/// A chat template compiled once for the native renderer; safe to share
+/// between threads. Raises `TemplateRenderError` when the template cannot be
+/// compiled (then render with jinja2).
+#[pyclass(frozen, module = "tito_fast._core")]
+pub struct NativeTemplate {
+    inner: ChatTemplate,
+}
+
+fn render_error(py: Python<'_>, f: &RenderFailure) -> PyErr {
+    let err = TemplateRenderError::new_err(f.to_string());
+    let v = err.value(py);
+    let (raised, reason) = match f {
+        RenderFailure::Raised(m) => (true, m.clone()),
+        RenderFailure::Unsupported(m) => (false, m.clone()),
+    };
+    let _ = v.setattr("raised", raised);
+    let _ = v.setattr("reason", reason);
+    err
+}
+
+/// A Python value as a template value (dict order kept), or what is unsupported.
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("values nested deeper than {MAX_DEPTH} levels"));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s
+            .to_str()
+            .map(Value::from)
+            .map_err(|_| "a string that is not valid UTF-8 (a lone surrogate)".to_string());
+    }
+    if obj.is_none() {
+        return Ok(Value::from(()));
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::from(b.is_true()));
+    }
+    if obj.cast::<PyInt>().is_ok() {
+        if let Ok(v) = obj.extract::<i64>() {
+            return Ok(Value::from(v));
+        }
+        if let Ok(v) = obj.extract::<i128>() {
+            return Ok(Value::from(v));
+        }
+        return Err("an integer beyond 128 bits".into());
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::from(f.value()));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut pairs = Vec::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            pairs.push((to_value(&k, depth + 1)?, to_value(&v, depth + 1)?));
+        }
+        return Ok(map(pairs));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        let mut items = Vec::with_capacity(l.len());
+        for v in l.iter() {
+            items.push(to_value(&v, depth + 1)?);
+        }
+        return Ok(Value::from(items));
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        let mut items = Vec::with_capacity(t.len());
+        for v in t.iter() {
+            items.push(to_value(&v, depth + 1)?);
+        }
+        return Ok(Value::from(items));
+    }
+    let name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    Err(format!("a value of type {name}"))
+}
+
+fn context(py: Python<'_>, obj: &Bound<'_, PyAny>, argument: &str) -> PyResult<Value> {
+    if obj.cast::<PyDict>().is_err() {
+        return Err(PyValueError::new_err(format!("argument '{argument}': must be a dict of template variables")));
+    }
+    to_value(obj, 0).map_err(|m| render_error(py, &RenderFailure::Unsupported(format!("{argument} holds {m}"))))
+}
+
+/// One render's result for the batch calls: the text or the failure.
+type Rendered = Result<String, RenderFailure>;
+
+#[pymethods]
+impl NativeTemplate {
+    /// utc_offset: seconds east of UTC that `strftime_now` formats in (the
+    /// caller's local time zone, as Python's `datetime.now()`).
+    #[new]
+    #[pyo3(signature = (source, *, utc_offset = 0))]
+    fn new(py: Python<'_>, source: &str, utc_offset: i64) -> PyResult<Self> {
+        let inner = ChatTemplate::new(source, utc_offset).map_err(|f| render_error(py, &f))?;
+        Ok(NativeTemplate { inner })
+    }
+
+    /// The text of the template rendered with `context` (a dict of its
+    /// variables). Raises `TemplateRenderError`: `raised` is True when the
+    /// template called `raise_exception`, else `reason` says what this
+    /// renderer cannot do as jinja2 does.
+    fn render(&self, py: Python<'_>, context: &Bound<'_, PyAny>) -> PyResult<String> {
+        let ctx = self::context(py, context, "context")?;
+        py.detach(|| self.inner.render(ctx)).map_err(|f| render_error(py, &f))
+    }
+
+    /// Render every context on `threads` threads (None: all cores) with the
+    /// interpreter released. Returns per context the text, or the
+    /// `TemplateRenderError` (not raised) when it failed.
+    #[pyo3(signature = (contexts, *, threads = None))]
+    fn render_many(
+        &self,
+        py: Python<'_>,
+        contexts: &Bound<'_, PyList>,
+        threads: Option<i64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let values = self.values(py, contexts)?;
+        let threads = threads_arg(threads)?;
+        let out: Vec<Result<Rendered, String>> = py.detach(|| self.run_batch(values, threads, |_, text| text));
+        out.into_iter()
+            .map(|r| match r {
+                Ok(Ok(text)) => Ok(PyString::new(py, &text).into_any().unbind()),
+                Ok(Err(f)) => Ok(render_error(py, &f).into_value(py).into_any()),
+                Err(m) => Ok(render_error(py, &RenderFailure::Unsupported(m)).into_value(py).into_any()),
+            })
+            .collect()
+    }
+
+    /// Render every context and encode the text with `encoder`, on `threads`
+    /// threads with the interpreter released. Returns per context a uint32
+    /// array of ids, or the `TemplateRenderError` (not raised) when it could
+    /// not be rendered, or None when the encoder does not cover the text
+    /// (then the tokenizer must encode it).
+    #[pyo3(signature = (contexts, encoder, *, threads = None))]
+    fn render_encode_many(
+        &self,
+        py: Python<'_>,
+        contexts: &Bound<'_, PyList>,
+        encoder: PyRef<'_, BpeEncoder>,
+        threads: Option<i64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let values = self.values(py, contexts)?;
+        let threads = threads_arg(threads)?;
+        let enc = encoder.core();
+        let out = py.detach(|| self.run_batch(values, threads, |_, text| text.map(|t| enc.encode(&t).ok())));
+        out.into_iter()
+            .map(|r| match r {
+                Ok(Ok(Some(ids))) => Ok(PyArray1::from_vec(py, ids).into_any().unbind()),
+                Ok(Ok(None)) => Ok(py.None()),
+                Ok(Err(f)) => Ok(render_error(py, &f).into_value(py).into_any()),
+                Err(m) => Ok(render_error(py, &RenderFailure::Unsupported(m)).into_value(py).into_any()),
+            })
+            .collect()
+    }
+}
+
+impl NativeTemplate {
+    fn values(&self, py: Python<'_>, contexts: &Bound<'_, PyList>) -> PyResult<Vec<Result<Value, String>>> {
+        let mut values = Vec::with_capacity(contexts.len());
+        for (i, c) in contexts.iter().enumerate() {
+            if c.cast::<PyDict>().is_err() {
+                return Err(PyValueError::new_err(format!(
+                    "argument 'contexts[{i}]': must be a dict of template variables"
+                )));
+            }
+            values.push(to_value(&c, 0).map_err(|m| format!("contexts[{i}] holds {m}")));
+        }
+        let _ = py;
+        Ok(values)
+    }
+
+    fn run_batch<T: Send>(
+        &self,
+        values: Vec<Result<Value, String>>,
+        threads: Option<usize>,
+        f: impl Fn(usize, Rendered) -> T + Sync + Send,
+    ) -> Vec<Result<T, String>> {
+        use rayon::prelude::*;
+        with_threads(threads, || {
+            values.into_par_iter().enumerate().map(|(i, v)| v.map(|ctx| f(i, self.inner.render(ctx)))).collect()
+        })
+    }
+}
+
+/// The session check of `tito-fast score` for dump lines, in Rust (see
+/// `crate::template::session`): parse, render, encode and compare on rayon
+/// threads with the interpreter released. Built by `Scorer`; use that class.
+#[pyclass(frozen, module = "tito_fast._core")]
+pub struct SessionChecker {
+    template: Py<NativeTemplate>,
+    encoder: Py<BpeEncoder>,
+    setup: CheckSetup,
+}
+
+#[pymethods]
+impl SessionChecker {
+    /// variables: the template variables (special tokens, template kwargs);
+    /// tool_policy: "sglang", "sglang-legacy" or "none"; trim_ids: ids
+    /// stripped from both tails before comparing; family: the scorer's.
+    #[new]
+    #[pyo3(signature = (template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        template: Py<NativeTemplate>,
+        encoder: Py<BpeEncoder>,
+        variables: &Bound<'_, PyDict>,
+        tool_policy: &str,
+        trim_ids: Vec<u32>,
+        vocab_size: u32,
+        family: String,
+    ) -> PyResult<Self> {
+        let policy = ToolPolicy::from_name(tool_policy).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "argument 'tool_policy': must be 'sglang', 'sglang-legacy' or 'none', got {tool_policy:?}"
+            ))
+        })?;
+        let mut vars = Vec::with_capacity(variables.len());
+        for (k, v) in variables.iter() {
+            let key: String =
+                k.extract().map_err(|_| PyValueError::new_err("argument 'variables': keys must be strings"))?;
+            let value = to_value(&v, 0)
+                .map_err(|m| render_error(py, &RenderFailure::Unsupported(format!("variables[{key:?}] holds {m}"))))?;
+            vars.push((key, value));
+        }
+        let setup = CheckSetup { variables: vars, policy, trim: trim_ids, vocab_size, family };
+        Ok(SessionChecker { template, encoder, setup })
+    }
+
+    /// Check every line (bytes of one JSONL record) on `threads` threads
+    /// (None: all cores). Per line: None (score it on the Python path),
+    /// `("clean", session_id, turns, num_ids, metadata_json | None)` or
+    /// `("differs", text, expected_ids)`.
+    #[pyo3(signature = (lines, *, threads = None))]
+    fn check_lines(&self, py: Python<'_>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
+        use rayon::prelude::*;
+        let mut raw: Vec<Vec<u8>> = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            let b = line
+                .cast::<PyBytes>()
+                .map_err(|_| PyValueError::new_err(format!("argument 'lines[{i}]': must be bytes")))?;
+            raw.push(b.as_bytes().to_vec());
+        }
+        let threads = threads_arg(threads)?;
+        let (tmpl, enc, setup) = (&self.template.get().inner, self.encoder.get().core(), &self.setup);
+        let outcomes: Vec<LineOutcome> =
+            py.detach(|| with_threads(threads, || raw.par_iter().map(|l| check_line(l, tmpl, enc, setup)).collect()));
+        outcomes
+            .into_iter()
+            .map(|o| -> PyResult<Py<PyAny>> {
+                Ok(match o {
+                    LineOutcome::Python(_) => py.None(),
+                    LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
+                        ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
+                    }
+                    LineOutcome::Differs { text, expected } => {
+                        ("differs", text, PyArray1::from_vec(py, expected)).into_pyobject(py)?.into_any().unbind()
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Why the check hands `line` to the Python path, or None when it takes it.
+    fn explain(&self, line: &[u8]) -> Option<&'static str> {
+        match check_line(line, &self.template.get().inner, self.encoder.get().core(), &self.setup) {
+            LineOutcome::Python(why) => Some(why),
+            _ => None,
+        }
+    }
+}
