@@ -46,7 +46,7 @@ from tito_fast.chat.deepseek import (
 )
 from tito_fast.chat.messages import Matcher, check_append_only
 from tito_fast.chat.presets import ALL_ROLES, FAMILIES, FamilyConfig, patch_template
-from tito_fast.chat.render import render, template_of
+from tito_fast.chat.render import BACKENDS, Backend, native_renderer, render, special_tokens, template_of
 from tito_fast.chat.templates import FIXED_TEMPLATES, find_fixed_template, identify
 from tito_fast.chat.tools import ToolPolicy
 from tito_fast.compare.comparator import TokenSeqComparator
@@ -135,7 +135,7 @@ class TitoTokenizer:
         *,
         tool_policy: ToolPolicy = "sglang",
         matcher: str | Matcher = "strict",
-        backend: Literal["hf", "jinja"] = "hf",
+        backend: Backend = "native",
         base_cache_size: int = 64,
         encoder_path: str | None = None,
         trust_encoder: bool = False,
@@ -185,7 +185,9 @@ class TitoTokenizer:
         self.chat_template_kwargs: dict[str, Any] = kwargs
         self.tool_policy: ToolPolicy = tool_policy
         self.matcher = matcher
-        self.backend: Literal["hf", "jinja"] = backend
+        if backend not in BACKENDS:
+            raise FamilyError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.backend: Backend = backend
         if allowed_append_roles is not None:
             requested = frozenset(allowed_append_roles)
             if requested - ALL_ROLES:
@@ -392,6 +394,21 @@ class TitoTokenizer:
             deepseek=self.deepseek,
             **self.chat_template_kwargs,
         )
+
+    @property
+    def renderer_note(self) -> str:
+        """What renders this family's templates, in words (for reports and the CLI)."""
+        if self.deepseek is not None:
+            return f"DeepSeek's encoder module ({self.deepseek.origin})"
+        if self.backend == "hf":
+            return "the tokenizer's apply_chat_template (transformers)"
+        if self.backend == "jinja":
+            return "jinja2 (tito_fast's environment)"
+        template = self.chat_template if self.chat_template is not None else template_of(self.tokenizer)
+        native = native_renderer(template, {**special_tokens(self.tokenizer), **self.chat_template_kwargs}, "drop")
+        if native.reason is None:
+            return "native (Rust, minijinja)"
+        return f"jinja2, not native: {native.reason}"
 
     @property
     def fast_encoder(self) -> FastEncoder | None:
@@ -634,8 +651,10 @@ def get_tito_tokenizer(
             with `tito_fast.tokenizer.encoder.FastEncoder` where it covers the
             tokenizer), `encoder_path` (DeepSeek V3.2/V4's encoder module;
             found where users have it otherwise, see `tito_fast.chat.deepseek`),
-            `backend` ("hf": the tokenizer's `apply_chat_template`; "jinja":
-            our environment, same output, faster), `chat_template` (a template
+            `backend` ("native", the default: the Rust renderer, which renders
+            with jinja2 whatever it cannot render exactly; "hf": the
+            tokenizer's `apply_chat_template`; "jinja": our jinja2
+            environment; all give the same text), `chat_template` (a template
             text replacing the tokenizer's), `check_template` (default True:
             replay a short conversation to check a template that is not a
             known fixed one).

@@ -13,11 +13,18 @@ Everything that renders a conversation in tito_fast goes through `render`:
 - a template that rejects the canonical tool shape is retried with the bare
   function schemas, as the engine does;
 - the backend is the tokenizer's own `apply_chat_template` (`"hf"`, the
-  default) or `"jinja"`: a jinja2 environment of our own set up like
+  default), `"jinja"`: a jinja2 environment of our own set up like
   transformers' (sandboxed, `trim_blocks`, `lstrip_blocks`, loop controls,
   a `tojson` that keeps non-ASCII, `raise_exception`, `strftime_now`,
   `{% generation %}` blocks) that keeps None-valued message keys, which
-  transformers 5 drops, and whose sandbox lets templates call `list.append`.
+  transformers 5 drops, and whose sandbox lets templates call `list.append`,
+  or `"native"`: the same variables rendered by the Rust renderer
+  (`tito_fast._core.NativeTemplate`, on minijinja) with the interpreter
+  released. A template the native renderer cannot render exactly as jinja2
+  (it does not compile, or differs on probe conversations) renders with
+  jinja2 (`native_renderer(...).reason` says why), and so does any single
+  render it cannot do (a Python method it lacks, a value it cannot print
+  as Python does): native results are jinja2's text or not given at all.
 
 Example:
     >>> from tito_fast.chat.render import render
@@ -29,14 +36,20 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
+import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from tito_fast._core import NativeTemplate, TemplateRenderError
+from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
 from tito_fast.chat.tools import ToolPolicy, canonical_tools, plain_copy
 from tito_fast.errors import RenderError
 
-Backend = Literal["hf", "jinja"]
+Backend = Literal["hf", "jinja", "native"]
+BACKENDS: tuple[Backend, ...] = ("hf", "jinja", "native")
 
 # Message keys under which reasoning travels; transformers fills all of them
 # from the first one present, and so does the jinja backend.
@@ -104,7 +117,8 @@ def render(
         tools: tool definitions, canonicalised by `tool_policy`.
         add_generation_prompt: end with the assistant opener.
         chat_template: a template string that replaces the tokenizer's.
-        backend: "hf" (the tokenizer's `apply_chat_template`) or "jinja".
+        backend: "hf" (the tokenizer's `apply_chat_template`), "jinja" or
+            "native" (Rust; jinja2 where it cannot render exactly).
         arguments: tool-call arguments as "dict" (most templates) or "json"
             strings (templates that concatenate them, e.g. DeepSeek V3.1).
         none_keys: the jinja backend keeps message keys whose value is None
@@ -138,19 +152,23 @@ def render(
                 **template_kwargs,
             )
             return str(out)
-        if backend == "jinja":
+        if backend in ("jinja", "native"):
             template = chat_template if chat_template is not None else template_of(tokenizer)
-            variables = {**_special_tokens(tokenizer), **template_kwargs}
-            return str(
-                _compile(template).render(
-                    messages=_alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs)),
-                    tools=defs,
-                    documents=None,
-                    add_generation_prompt=add_generation_prompt,
-                    **variables,
-                )
-            )
-        raise ValueError(f"backend must be 'hf' or 'jinja', got {backend!r}")
+            variables = {**special_tokens(tokenizer), **template_kwargs}
+            context = {
+                **variables,
+                "messages": _alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs)),
+                "tools": defs,
+                "documents": None,
+                "add_generation_prompt": add_generation_prompt,
+            }
+            if backend == "native":
+                native = native_renderer(template, variables, none_keys)
+                text = native.render(context)
+                if text is not None:
+                    return text
+            return str(_compile(template).render(**context))
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
     import jinja2
 
@@ -168,6 +186,99 @@ def render(
         raise RenderError(f"chat template failed on these messages: {type(e).__name__}: {e}") from e
 
 
+def _utc_offset() -> int:
+    """Seconds east of UTC of the local time now (what `datetime.now()` uses)."""
+    return int(time.localtime().tm_gmtoff)
+
+
+@dataclass
+class NativeRenderer:
+    """One template (with one set of template variables) on the native renderer.
+
+    `template` is the compiled `NativeTemplate`, or None when the template
+    renders with jinja2: `reason` says why (it does not compile natively, or
+    a probe conversation renders differently). `fallbacks` counts single
+    renders handed to jinja2 (something that render needed that the native
+    renderer does not do exactly), `last_fallback` says what.
+
+    Example:
+        >>> r = native_renderer("{{ messages[0].content }}", {}, "drop")
+        >>> r.reason is None, r.render({"messages": [{"content": "hi"}]})
+        (True, 'hi')
+    """
+
+    template: NativeTemplate | None
+    reason: str | None
+    fallbacks: int = 0
+    last_fallback: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def render(self, context: dict[str, Any]) -> str | None:
+        """The native render of `context`, or None: render it with jinja2."""
+        if self.template is None:
+            return None
+        try:
+            return self.template.render(context)
+        except TemplateRenderError as e:
+            with self._lock:
+                self.fallbacks += 1
+                self.last_fallback = str(e)
+            return None
+
+
+def native_renderer(template: str, variables: dict[str, Any], none_keys: Literal["keep", "drop"] = "drop") -> NativeRenderer:
+    """The template on the native renderer, built and probed once per template
+    and variables (shared by all threads), or with `reason` set when it must
+    render with jinja2."""
+    try:
+        key = json.dumps(variables, sort_keys=True)
+    except (TypeError, ValueError):
+        return NativeRenderer(None, "the template variables are not plain JSON values")
+    return _native(template, key, none_keys)
+
+
+@functools.lru_cache(maxsize=64)
+def _native(template: str, variables_json: str, none_keys: Literal["keep", "drop"]) -> NativeRenderer:
+    try:
+        compiled = NativeTemplate(template, utc_offset=_utc_offset())
+    except TemplateRenderError as e:
+        return NativeRenderer(None, f"the native renderer cannot compile the template: {e.reason}")
+    variables = json.loads(variables_json)
+    reason = _probe(compiled, template, variables, none_keys)
+    return NativeRenderer(compiled if reason is None else None, reason)
+
+
+def _probe(compiled: NativeTemplate, template: str, variables: dict[str, Any], none_keys: Literal["keep", "drop"]) -> str | None:
+    """Render the canned conversations (every assistant-turn shape, with and
+    without tools and generation prompt) both ways; the first difference, if any."""
+    env = _compile(template)
+    convs = canned_conversations({"user", "tool", "system"}) + canned_conversations({"user", "tool"}, thinking=False)
+    for i, conv in enumerate(convs):
+        msgs = normalize_messages(conv)
+        msgs = _alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs))
+        for tools in (None, canonical_tools(CANNED_TOOLS, "sglang")):
+            for gen in (False, True):
+                for upto in (2, len(msgs)):
+                    ctx = {**variables, "messages": msgs[:upto], "tools": tools, "documents": None, "add_generation_prompt": gen}
+                    try:
+                        want: str | None = str(env.render(**ctx))
+                    except Exception:  # jinja2 rejects this shape: the native side must fail too
+                        want = None
+                    try:
+                        got: str | None = compiled.render(ctx)
+                    except TemplateRenderError as e:
+                        if want is None or e.raised:
+                            continue
+                        return f"the native renderer cannot render probe conversation {i}: {e.reason}"
+                    if got != want:
+                        if want is None:
+                            return f"jinja2 fails on probe conversation {i} where the native renderer does not"
+                        assert got is not None
+                        at = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                        return f"probe conversation {i} renders differently at character {at}: native {got[at:at + 30]!r}, jinja2 {want[at:at + 30]!r}"
+    return None
+
+
 def template_of(tokenizer: Any) -> str:
     """The tokenizer's chat template (its default one when it has several)."""
     template = getattr(tokenizer, "chat_template", None)
@@ -178,7 +289,7 @@ def template_of(tokenizer: Any) -> str:
     return template
 
 
-def _special_tokens(tokenizer: Any) -> dict[str, Any]:
+def special_tokens(tokenizer: Any) -> dict[str, Any]:
     return dict(getattr(tokenizer, "special_tokens_map", {}) or {})
 
 
