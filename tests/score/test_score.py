@@ -373,6 +373,7 @@ def test_interrupted_run_is_marked_incomplete(monkeypatch: Any) -> None:
         return real(scorer, rec)
 
     monkeypatch.setattr(job, "score_one", interrupting)
+    monkeypatch.setattr(fast, "native", None)  # every record through score_one, in chunks of 8
     run = run_score(QWEN_DUMP, "fixture:qwen3", "qwen3", scorer=fast, interruptible=True)
     assert run.stopped_at == "interrupted" and not run.summary.complete and len(run.results) == 8  # whole chunks only
     from tito_fast.score.report import html_report

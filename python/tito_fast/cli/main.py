@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     _model_args(verify)
     verify.add_argument(
+        "--backend", choices=["native", "jinja", "hf"], default="native",
+        help="what renders the template: native (Rust, the default; jinja2 where it cannot render exactly), "
+        "jinja (our jinja2 environment) or hf (the tokenizer's apply_chat_template)",
+    )  # fmt: skip
+    verify.add_argument(
         "--thinking",
         choices=["on", "off", "both", "as-given"],
         default="both",
@@ -142,6 +147,10 @@ def _parser() -> argparse.ArgumentParser:
         "fast: encode only differing segments (retokenization not checked)",
     )  # fmt: skip
     score.add_argument("--workers", type=_positive, default=1, help="processes (default 1)")
+    score.add_argument(
+        "--threads", type=_positive, default=None,
+        help="threads of the native session check in this process (default: one per core; workers use one each)",
+    )  # fmt: skip
     score.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="stop at a bad record (default) or skip it")
     score.add_argument(
         "--metric-version", choices=METRIC_VERSIONS, default="v1", help="the session-server version in the metric names"
@@ -396,7 +405,7 @@ def _score(ns: argparse.Namespace) -> int:
     stream = iter_score(
         ns.dump, ns.tokenizer, family, template=template, encoder_path=encoder, mode=ns.mode, workers=ns.workers,
         on_error=ns.on_error, metric_version=ns.metric_version, progress=progress, interruptible=True, worst=ns.worst,
-        trust_encoder=ns.trust_encoder,
+        trust_encoder=ns.trust_encoder, threads=ns.threads,
     )  # fmt: skip
     if stream.family_note:
         _say(ns, stream.family_note)
@@ -530,8 +539,9 @@ def _verify_template(ns: argparse.Namespace) -> int:
         family, note = resolve_family(None, tok)
         _say(ns, note)
     options = dict(
-        chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder
-    )
+        chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder,
+        backend=ns.backend,
+    )  # fmt: skip
     refused = ""
     try:
         tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)
@@ -540,6 +550,7 @@ def _verify_template(ns: argparse.Namespace) -> int:
         tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, check_template=False, **options)
     if not ns.quiet:
         sys.stderr.write(f"verify-template: family {tito.family}, template: {tito.template_source}\n")
+        sys.stderr.write(f"  renderer: {tito.renderer_note}\n")
         for note in tito.notes:
             sys.stderr.write(f"  note: {note}\n")
         if refused:

@@ -79,6 +79,24 @@ class Record:
     metadata: Any = None
 
 
+@dataclass(frozen=True)
+class RawLine:
+    """One unparsed JSONL record (for the native session check, which parses it
+    in Rust; `record()` parses it as `read_dump` would)."""
+
+    name: str
+    lineno: int
+    data: bytes
+
+    @property
+    def source(self) -> str:
+        return f"{self.name}:{self.lineno}"
+
+    def record(self) -> Record | BadRecord | None:
+        """The record of this line as `read_dump` gives it (None: a blank line)."""
+        return _jsonl_record(self.name, self.lineno, self.data)
+
+
 @dataclass
 class BadRecord:
     """A record that cannot be scored, and why."""
@@ -181,33 +199,43 @@ def _open_binary(p: Path) -> Any:
     return open(p, "rb")
 
 
-def _read_jsonl(p: Path) -> Iterator[Record | BadRecord]:
+def _read_jsonl(p: Path, raw: bool = False) -> Iterator[Any]:
     if str(p).endswith(".gz"):
         import gzip
 
         with gzip.open(p, "rb") as f:
-            yield from _lines(f, p.name, 1, MAX_RECORD_BYTES)
+            yield from _lines(f, p.name, 1, MAX_RECORD_BYTES, raw=raw)
         return
-    yield from read_jsonl_range(p, 0, None, 1)
+    yield from read_jsonl_range(p, 0, None, 1, raw=raw)
+
+
+def read_dump_lines(path: str | Path) -> Iterator[RawLine | BadRecord]:
+    """The non-blank lines of a JSONL dump, unparsed (a line over `MAX_RECORD_BYTES`
+    is a `BadRecord`, as in `read_dump`)."""
+    p = Path(path)
+    if not p.exists():
+        raise DumpError(f"{path}: no such file")
+    yield from _read_jsonl(p, raw=True)
 
 
 def read_jsonl_range(
-    path: str | Path, start: int, end: int | None, first_lineno: int, *, max_bytes: int | None = None
-) -> Iterator[Record | BadRecord]:
+    path: str | Path, start: int, end: int | None, first_lineno: int, *, max_bytes: int | None = None, raw: bool = False
+) -> Iterator[Any]:
     """The records of an uncompressed JSONL file between byte offsets `start` and
     `end` (line boundaries; None: to the end), the first on line `first_lineno`,
     read one line at a time; a line over `max_bytes` (default `MAX_RECORD_BYTES`)
-    is a bad record and is skipped without being held."""
+    is a bad record and is skipped without being held. With `raw`, `RawLine`s
+    instead of records."""
     p = Path(path)
     limit = MAX_RECORD_BYTES if max_bytes is None else max_bytes
     with open(p, "rb") as f:
         f.seek(start)
-        yield from _lines(f, p.name, first_lineno, limit, end)
+        yield from _lines(f, p.name, first_lineno, limit, end, raw=raw)
 
 
-def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None) -> Iterator[Record | BadRecord]:
-    """Records of the lines of the binary file `f` (up to byte `end`), each read
-    with at most `limit` + 1 bytes held at once."""
+def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None, raw: bool = False) -> Iterator[Any]:
+    """Records (or `RawLine`s) of the lines of the binary file `f` (up to byte
+    `end`), each read with at most `limit` + 1 bytes held at once."""
     pos = f.tell() if end is not None else 0
     while end is None or pos < end:
         line = f.readline(limit + 1)
@@ -222,6 +250,9 @@ def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None) -
                 if chunk.endswith(b"\n"):
                     break
             yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)")
+        elif raw:
+            if line.strip():
+                yield RawLine(name, lineno, line)
         elif (rec := _jsonl_record(name, lineno, line)) is not None:
             yield rec
         lineno += 1
@@ -325,7 +356,7 @@ def _printable(value: Any) -> str | None:
     return text
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """`value` checked to serialise as JSON text: valid Unicode, not nested too deep;
     non-finite floats (which JSON cannot hold) become the strings "NaN", "Infinity"."""
     try:
@@ -385,7 +416,7 @@ def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: boo
             return BadRecord(source, "the messages or tools hold text that is not valid Unicode (a lone surrogate)", session_id)
     if metadata is not None:
         try:
-            metadata = _json_safe(metadata)
+            metadata = json_safe(metadata)
         except UnicodeEncodeError:
             return BadRecord(source, "the metadata holds text that is not valid Unicode (a lone surrogate)", session_id)
     family = obj.get("family")

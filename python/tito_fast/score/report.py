@@ -42,6 +42,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("chat template", s.template),
         ("fast path", s.fast_path),
         ("encoder", s.encoder),
+        ("renderer", s.renderer),
     ]
     if s.encoded_segment_share is not None:
         rows.append(("segments encoded", _pct(s.encoded_segment_share)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import multiprocessing
 import os
 import pickle
@@ -27,11 +28,14 @@ from tito_fast.chat.presets import FAMILIES
 from tito_fast.errors import DumpError, FamilyError, FixtureError, ScoreError, TokenizerLoadError
 from tito_fast.score.dump import (
     BadRecord,
+    RawLine,
     Record,
     count_records,
     dump_format,
+    json_safe,
     jsonl_ranges,
     read_dump,
+    read_dump_lines,
     read_jsonl_range,
 )
 from tito_fast.score.scorer import Mode, Scorer, SessionResult
@@ -110,12 +114,13 @@ def build_scorer(
     )  # fmt: skip
 
 
-def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRecord:
-    """A result, or the record's problem as a `BadRecord` (never raises for bad data)."""
+def score_one(scorer: Scorer, rec: Record | BadRecord, rendered: tuple[str, Any] | None = None) -> SessionResult | BadRecord:
+    """A result, or the record's problem as a `BadRecord` (never raises for bad data);
+    `rendered`: the render and its ids, when the native check made them."""
     if isinstance(rec, BadRecord):
         return rec
     try:
-        return scorer.score(rec)
+        return scorer.score(rec) if rendered is None else scorer.score(rec, rendered)
     except ScoreError as e:
         return BadRecord(rec.source, str(e), rec.session_id)
     except (KeyboardInterrupt, MemoryError):
@@ -123,6 +128,37 @@ def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRec
     except Exception as e:  # one record must never end the job; say it looks like a bug
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
         return BadRecord(rec.source, f"unexpected error scoring this record ({what}); please report it", rec.session_id)
+
+
+def score_batch(scorer: Scorer, items: list[Record | BadRecord | RawLine], threads: int | None = None) -> list[SessionResult | BadRecord]:
+    """Score records and unparsed JSONL lines in order. Lines go through the
+    scorer's native session check (`Scorer.native`: parse, render, encode and
+    compare in Rust on `threads` threads, None: all cores); a session found
+    equal to its render is done there, one that differs is diagnosed in
+    Python on the native render, and any line the check does not take is
+    parsed and scored on the Python path. Blank lines give nothing."""
+    lines = [it for it in items if isinstance(it, RawLine)]
+    checked: dict[int, Any] = {}
+    if lines and scorer.native is not None:
+        outcomes = scorer.native.check_lines([ln.data for ln in lines], threads=threads)
+        checked = {id(ln): o for ln, o in zip(lines, outcomes)}
+    out: list[SessionResult | BadRecord] = []
+    for it in items:
+        if not isinstance(it, RawLine):
+            out.append(score_one(scorer, it))
+            continue
+        outcome = checked.get(id(it))
+        if outcome is not None and outcome[0] == "clean":
+            _, sid, turns, num_ids, meta = outcome
+            metadata = json_safe(json.loads(meta)) if meta is not None else None
+            out.append(scorer.clean_result(it.source, sid, turns, num_ids, metadata))
+            continue
+        rec = it.record()
+        if rec is None:
+            continue
+        rendered = (outcome[1], outcome[2]) if outcome is not None and isinstance(rec, Record) else None
+        out.append(score_one(scorer, rec, rendered))
+    return out
 
 
 _WORKER: Scorer | None = None
@@ -157,10 +193,14 @@ class ScorerFacts:
     fast_path_reason: str | None
     text_encoder: str
     template: str
+    renderer: str = "not recorded"
 
     @classmethod
     def of(cls, scorer: Scorer) -> ScorerFacts:
-        return cls(scorer.family, scorer.fast_path, scorer.splitter.reason, scorer.text_encoder, scorer.tito.template_source)
+        return cls(
+            scorer.family, scorer.fast_path, scorer.splitter.reason, scorer.text_encoder, scorer.tito.template_source,
+            scorer.renderer,
+        )  # fmt: skip
 
 
 def _describe_worker() -> ScorerFacts:
@@ -171,8 +211,9 @@ def _describe_worker() -> ScorerFacts:
 def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
     """Score a byte range of a JSONL file (read here, not in the parent) or a list of records."""
     assert _WORKER is not None
-    records = read_jsonl_range(*task[1:]) if task[0] == "range" else task[1]
-    return [score_one(_WORKER, r) for r in records]
+    if task[0] == "range":
+        return score_batch(_WORKER, list(read_jsonl_range(*task[1:], raw=_WORKER.native is not None)), threads=1)
+    return [score_one(_WORKER, r) for r in task[1]]
 
 
 def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -204,9 +245,16 @@ class _Plan:
 _CHUNK = 8  # records per task
 
 
-def _local_plan(dump: str | Path, total: int, scorer: Scorer) -> _Plan:
-    """Score in this process."""
-    outputs = ([score_one(scorer, r) for r in c] for c in _chunks(read_dump(dump), _CHUNK))
+_NATIVE_CHUNK = 64  # JSONL lines per native batch (spread over the threads)
+
+
+def _local_plan(dump: str | Path, total: int, scorer: Scorer, threads: int | None) -> _Plan:
+    """Score in this process (JSONL lines on the native check's threads when it is available)."""
+    if scorer.native is not None and dump_format(Path(dump)) == "jsonl":
+        batches = _chunks(read_dump_lines(dump), _NATIVE_CHUNK)
+        outputs: Iterator[list[SessionResult | BadRecord]] = (score_batch(scorer, c, threads) for c in batches)
+    else:
+        outputs = ([score_one(scorer, r) for r in c] for c in _chunks(read_dump(dump), _CHUNK))
     return _Plan(total, outputs, ScorerFacts.of(scorer))
 
 
@@ -365,6 +413,7 @@ class ScoreStream:
             stopped_at=self.stopped_at,
             encoder=f.text_encoder,
             template=f.template,
+            renderer=f.renderer,
         )
 
     def worst(self) -> list[SessionResult]:
@@ -419,6 +468,7 @@ def iter_score(
     interruptible: bool = False,
     worst: int = 5,
     trust_encoder: bool = False,
+    threads: int | None = None,
 ) -> ScoreStream:
     """Score every session of `dump` (JSONL or Parquet) as a stream (see
     `ScoreStream`); the arguments are `run_score`'s.
@@ -431,6 +481,8 @@ def iter_score(
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1 or None, got {threads}")
     if metric_version not in METRIC_VERSIONS:
         raise ValueError(f"metric_version must be one of {METRIC_VERSIONS}, got {metric_version!r}")
     if mode not in ("fast", "full"):
@@ -460,7 +512,7 @@ def iter_score(
             assert tokenizer is not None
             scorer = build_scorer(tokenizer, family, template, mode, encoder_path, trust_encoder)
         mode = scorer.mode
-        plan = _local_plan(dump, total, scorer) if workers == 1 else _forked_plan(dump, total, ranges, scorer, workers)
+        plan = _local_plan(dump, total, scorer, threads) if workers == 1 else _forked_plan(dump, total, ranges, scorer, workers)
     return ScoreStream(
         plan, on_error=on_error, progress=progress, interruptible=interruptible, worst=worst,
         metric_version=metric_version, mode=mode, setup_seconds=time.perf_counter() - start, family_note=note,
@@ -485,6 +537,7 @@ def run_score(
     keep_results: bool = True,
     on_result: Callable[[SessionResult | BadRecord], None] | None = None,
     trust_encoder: bool = False,
+    threads: int | None = None,
 ) -> ScoreRun:
     """Score every session of `dump` (JSONL or Parquet).
 
@@ -502,6 +555,8 @@ def run_score(
             drift shows) or "fast" (equal segments not re-encoded;
             retokenization not checked).
         workers: processes; 1 scores in this process.
+        threads: threads of the native session check in this process (None:
+            one per core; each worker process uses one).
         on_error: "fail" stops at the first bad record (the run is then
             marked incomplete, `stopped_at` names the record); "skip" counts
             and lists bad records and goes on.
@@ -521,7 +576,7 @@ def run_score(
     stream = iter_score(
         dump, tokenizer, family, template=template, encoder_path=encoder_path, mode=mode, workers=workers,
         on_error=on_error, metric_version=metric_version, progress=progress, scorer=scorer,
-        interruptible=interruptible, worst=worst, trust_encoder=trust_encoder,
+        interruptible=interruptible, worst=worst, trust_encoder=trust_encoder, threads=threads,
     )  # fmt: skip
     results: list[SessionResult] = []
     for out in stream:

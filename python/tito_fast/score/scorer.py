@@ -34,8 +34,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tito_fast._core import common_prefix_len
+from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
+from tito_fast.chat.render import native_renderer, special_tokens, template_of
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
 from tito_fast.errors import ScoreError
@@ -164,7 +165,7 @@ class Scorer:
             tito
             if tito is not None
             else get_tito_tokenizer(
-                tokenizer, family, chat_template=chat_template, backend="jinja", encoder_path=encoder_path,
+                tokenizer, family, chat_template=chat_template, backend="native", encoder_path=encoder_path,
                 trust_encoder=trust_encoder,
             )  # fmt: skip
         )
@@ -184,6 +185,11 @@ class Scorer:
         if self.splitter.reason is None:
             self.splitter.reason = self._round_trip_check()
         self.tito.fast_encoder  # built now, so that forked workers inherit it
+        #: The session check in Rust (`_core.SessionChecker`) for JSONL lines,
+        #: or None, and then `native_reason` says why.
+        self.native: SessionChecker | None = None
+        self.native_reason: str | None = None
+        self.native, self.native_reason = self._native_checker()
 
     @property
     def text_encoder(self) -> str:
@@ -194,9 +200,46 @@ class Scorer:
         return "tito_fast (Rust)" if enc.reason is None else f"the tokenizer ({enc.reason})"
 
     @property
+    def renderer(self) -> str:
+        """What renders and checks the sessions of JSONL dumps: the native check, or the Python path and why."""
+        if self.native is not None:
+            return "native (Rust: JSONL lines parsed, rendered, encoded and compared on threads)"
+        return f"Python ({self.native_reason})"
+
+    @property
     def fast_path(self) -> bool:
         """Whether sessions are scored without encoding equal segments."""
         return self.mode == "fast" and self.splitter.reason is None
+
+    def _native_checker(self) -> tuple[SessionChecker | None, str | None]:
+        """The Rust session check for this family, or (None, why not)."""
+        t = self.tito
+        if t.deepseek is not None:
+            return None, "the family renders with DeepSeek's encoder module (Python)"
+        if t.backend != "native":
+            return None, f"the {t.backend!r} backend was asked for"
+        if t.config.arguments != "dict":
+            return None, "the family's template takes tool-call arguments as JSON strings"
+        enc = t.fast_encoder
+        core = enc.core if enc is not None else None
+        if core is None:
+            why = enc.reason if enc is not None else "the tokenizer is not a fast one"
+            return None, f"tito_fast's encoder does not cover the tokenizer ({why})"
+        template = t.chat_template if t.chat_template is not None else template_of(t.tokenizer)
+        variables = {**special_tokens(t.tokenizer), **t.chat_template_kwargs}
+        renderer = native_renderer(template, variables, "drop")
+        if renderer.template is None:
+            return None, renderer.reason
+        checker = SessionChecker(
+            renderer.template, core, variables=variables, tool_policy=t.tool_policy, trim_ids=sorted(self._trim),
+            vocab_size=self.vocab_size, family=self.family,
+        )  # fmt: skip
+        return checker, None
+
+    def clean_result(self, source: str, session_id: str, turns: int, num_ids: int, metadata: Any) -> SessionResult:
+        """The result of a session the native check found equal to its render
+        (as the Python path scores it, without segment counts)."""
+        return SessionResult(session_id, source, turns, num_ids, [], [], None, "fast" if self.fast_path else "full", 0, 0, metadata)
 
     def _round_trip_check(self) -> str | None:
         """Segment texts must decode back from their own ids for equal bytes to mean equal text."""
@@ -340,20 +383,25 @@ class Scorer:
         ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint32)
         return ids, encoded, sum(1 for s in segs if isinstance(s, str))
 
-    def score(self, record: Record) -> SessionResult:
-        """The session's reference mismatch list and diagnosis (raises `ScoreError`)."""
+    def score(self, record: Record, rendered: tuple[str, np.ndarray] | None = None) -> SessionResult:
+        """The session's reference mismatch list and diagnosis (raises `ScoreError`);
+        `rendered`: the render and its ids, when the native check made them."""
         self.check_record(record)
         actual = record.token_ids
-        text = self._render(record)
+        if rendered is not None:
+            text, expected = rendered
+        else:
+            text, expected = self._render(record), None
         fast = self._fast_expected(text, actual) if self.fast_path else None
         if fast is not None:
-            expected, encoded, nseg = fast
-            diag = self.cmp.diagnose(expected, actual)
+            fast_ids, encoded, nseg = fast
+            diag = self.cmp.diagnose(fast_ids, actual)
             if not any(m.type is MismatchType.SPECIAL_TOKEN_COUNT for m in diag.reference):
-                return self._result(record, diag, expected, actual, "fast", encoded, nseg, text)
+                return self._result(record, diag, fast_ids, actual, "fast", encoded, nseg, text)
             # Structures differ: describing them needs every segment's real ids.
         nseg = fast[2] if fast is not None else 0
-        expected = self.expected_ids(record, text)  # the whole render, encoded once
+        if expected is None:
+            expected = self.expected_ids(record, text)  # the whole render, encoded once
         diag = self.cmp.diagnose(expected, actual)
         return self._result(record, diag, expected, actual, "full", nseg, nseg, text)
 

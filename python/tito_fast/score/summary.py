@@ -60,6 +60,8 @@ class Summary:
     stopped_at: str | None = None
     #: what encoded texts (`Scorer.text_encoder`)
     encoder: str = "not recorded"
+    #: what rendered and checked the sessions (`Scorer.renderer`)
+    renderer: str = "not recorded"
     #: which chat template (or DeepSeek encoder) rendered, and why (`TitoTokenizer.template_source`)
     template: str = "not recorded"
 
@@ -138,6 +140,7 @@ class SummaryBuilder:
         stopped_at: str | None = None,
         encoder: str = "not recorded",
         template: str = "not recorded",
+        renderer: str = "not recorded",
     ) -> Summary:
         """The summary of what was added so far."""
         n = self.sessions
@@ -174,6 +177,7 @@ class SummaryBuilder:
             ci_failures=ci,
             stopped_at=stopped_at,
             encoder=encoder,
+            renderer=renderer,
             template=template,
         )
 

@@ -149,6 +149,15 @@ class FastEncoder:
                 cached = _CACHE[tokenizer] = cls(tokenizer)
             return cached
 
+    @property
+    def core(self) -> BpeEncoder | None:
+        """The Rust encoder (None when it does not cover the tokenizer), for
+        batch calls that encode in Rust; texts it cannot cover it reports as
+        such, and the caller then encodes them with `encode`."""
+        if self._observe() != self._state:
+            self._refresh()
+        return self._core
+
     def encode(self, text: str) -> list[int]:
         """`tokenizer.encode(text, add_special_tokens=False)`, exactly."""
         if self._observe() != self._state:
