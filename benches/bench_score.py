@@ -3,11 +3,14 @@
 The reference pipeline, per session: render the messages with the
 tokenizer's `apply_chat_template`, encode the whole text, compare with the
 plain reference comparator (`tito_fast.testing.reference.ReferenceComparator`).
-tito_fast: `run_score` on the JSONL dump (it also parses the file), fast
-path, one process and two worker processes (their start-up, a tokenizer
-load per worker, included), and `tito_fast_full`: one process encoding
-every whole render (with tito_fast's Rust encoder) instead of the fast
-path. All must give identical mismatch lists.
+miles_tito_tokenizers: the same pipeline with the PyPI package a user
+would pick instead (its render and comparator). tito_fast: `run_score` on
+the JSONL dump (it also parses the file) with the native session check
+(JSON lines parsed, rendered, encoded and compared in Rust) on one thread,
+on two threads, and in two worker processes (their start-up included);
+`tito_fast_python_path`: the Python path (jinja2 render, fast mode), what
+`tito-fast score` did before the native check. All must give identical
+mismatch lists.
 
 Sessions: 50 assistant turns with reasoning and a tool call each (about 14k
 ids), 30% with a planted fault (a changed tool output or a re-spaced tool
@@ -16,6 +19,7 @@ call). Full size: 1,000 sessions (`TITO_FAST_BENCH_SESSIONS` to change).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -59,6 +63,27 @@ def _dump(path: Path, n: int, turns: int) -> Path:
     return path
 
 
+def _miles_tito_tokenizers(path: Path) -> list[list[dict[str, Any]]]:
+    """The same pipeline with the package a user would pick instead
+    (miles-tito-tokenizers: its SGLang-style render, its comparator), the
+    tokenizer carrying the family's fixed template as Miles installs it."""
+    from miles_tito_tokenizers.tokenizer import Qwen3TITOTokenizer
+
+    tito = _scorer().tito
+    tok = copy.copy(tito.tokenizer)
+    tok.chat_template = tito.chat_template
+    mtt = Qwen3TITOTokenizer(tok, chat_template_kwargs=dict(tito.chat_template_kwargs))
+    cmp = mtt.create_comparator()
+    out = []
+    for rec in read_dump(path):
+        assert isinstance(rec, Record), rec
+        text = mtt.render_messages(rec.messages, add_generation_prompt=False, tools=rec.tools)
+        assert isinstance(text, str)
+        expected = tok.encode(text, add_special_tokens=False)
+        out.append([m.to_dict() for m in cmp.compare_sequences(expected, rec.token_ids.tolist())])
+    return out
+
+
 def _reference(path: Path) -> list[list[dict[str, Any]]]:
     sc = _scorer()
     tito = sc.tito
@@ -81,7 +106,17 @@ def _full_scorer() -> Scorer:
     return Scorer(tito=_scorer().tito, mode="full")
 
 
-@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_2_workers", "tito_fast_full"])
+@functools.cache
+def _python_path_scorer() -> Scorer:
+    scorer = Scorer(tito=_scorer().tito, mode="fast")
+    scorer.native = None
+    return scorer
+
+
+@pytest.mark.parametrize(
+    "impl",
+    ["python", "miles_tito_tokenizers", "tito_fast_1_thread", "tito_fast_2_threads", "tito_fast_2_workers", "tito_fast_python_path"],
+)
 def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     n = int(os.environ.get("TITO_FAST_BENCH_SESSIONS", "1000")) if full_size else 4
     turns = 50 if full_size else 3
@@ -92,14 +127,18 @@ def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: py
     if impl == "python":
         lists = benchmark.pedantic(lambda: _reference(path), **rounds)
         _LISTS.setdefault(path, lists)
-    elif impl == "tito_fast_full":  # every session's render encoded whole (by tito_fast's encoder), one process
-        run = benchmark.pedantic(
-            lambda: run_score(path, "fixture:qwen3", "qwen3", mode="full", scorer=_full_scorer()), **rounds
-        )
+    elif impl == "miles_tito_tokenizers":
+        lists = benchmark.pedantic(lambda: _miles_tito_tokenizers(path), **rounds)
+    elif impl == "tito_fast_python_path":  # the Python path (jinja2 render, fast mode), one process: what came before
+        scorer = _python_path_scorer()
+        run = benchmark.pedantic(lambda: run_score(path, scorer=scorer), **rounds)
         lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
-    else:
+    else:  # the native session check (default full mode) on threads, or in 2 worker processes
+        scorer = _full_scorer()
+        assert scorer.native is not None, scorer.native_reason
         workers = 2 if impl == "tito_fast_2_workers" else 1
-        run = benchmark.pedantic(lambda: run_score(path, "fixture:qwen3", "qwen3", workers=workers, scorer=_scorer()), **rounds)
+        threads = 2 if impl == "tito_fast_2_threads" else 1
+        run = benchmark.pedantic(lambda: run_score(path, workers=workers, threads=threads, scorer=scorer), **rounds)
         lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
     assert lists == _expected_lists(path)  # identical reference mismatch lists (hence metrics)
     assert any(lists) and not all(lists)

@@ -2,10 +2,12 @@
 
 Each turn the reference renders the synthetic base and base + appended
 messages, encodes the suffix, concatenates full lists, checks the prefix
-with list slices and keeps a full copy of the ids. tito_fast does the same
+with list slices and keeps a full copy of the ids (`miles_tito_tokenizers`:
+the same with that package's `merge_tokens`). tito_fast does the same
 work with one render when the base render is cached (it depends only on the
-last assistant's tool calls, the tools and the kwargs; the
-`tito_fast_jinja` row renders with tito_fast's own environment), encodes
+last assistant's tool calls, the tools and the kwargs; it renders with the
+native renderer, the `tito_fast_jinja` row with tito_fast's jinja2
+environment), encodes
 the appended text with its Rust encoder (`tito_fast.tokenizer.encoder`; the
 `tito_fast_tokenizer_encode` row uses the tokenizer's encode instead, to
 show what the encoder is worth), splices and checks in Rust, and keeps one
@@ -21,6 +23,7 @@ final ids as uint32 for scale.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import tracemalloc
@@ -110,12 +113,31 @@ def run_reference(
 
 @pytest.mark.parametrize("session", ["agent", "chat"])
 @pytest.mark.parametrize("turns", [50, 300])
-@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "tito_fast_tokenizer_encode", "python"])
+def run_miles_tito_tokenizers(
+    mtt: Any, msgs: list[dict[str, Any]], reqs: list[tuple[int, list[dict[str, Any]]]], completions: list[list[int]]
+) -> list[list[int]]:
+    """The reference algorithm with miles-tito-tokenizers' `merge_tokens` (the package a user would pick instead)."""
+    copies: list[list[int]] = []
+    stored: list[dict[str, Any]] = []
+    for turn, (k, request) in enumerate(reqs):
+        if not copies:
+            prompt = mtt.tokenizer.encode(mtt.render_messages(request, add_generation_prompt=True, tools=TOOLS), add_special_tokens=False)
+        else:
+            prompt = mtt.merge_tokens(stored, request, copies[-1], TOOLS)
+        all_ids = list(prompt) + completions[turn]
+        if copies:
+            assert reference.check_prefix(copies[-1], all_ids) is None
+        copies.append(all_ids)
+        stored = request + [msgs[k]]
+    return copies
+
+
+@pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_jinja", "tito_fast_tokenizer_encode", "miles_tito_tokenizers", "python"])
 def bench_trajectory(benchmark: Any, full_size: bool, session: str, turns: int, impl: str) -> None:
     n = turns if full_size else 4
     tok = tokenizer()
     # tito_fast_tokenizer_encode: the jinja row with the tokenizer's own encode instead of tito_fast's encoder
-    backend = "hf" if impl == "tito_fast" else "jinja"
+    backend = "native" if impl == "tito_fast" else "jinja"
     tito = get_tito_tokenizer(tok, "qwen3", backend=backend, fast_encode=impl != "tito_fast_tokenizer_encode")
     msgs = agent_session(n, tool_calls=session == "agent")
     completions = _completions(tito, msgs)
@@ -127,7 +149,16 @@ def bench_trajectory(benchmark: Any, full_size: bool, session: str, turns: int, 
     benchmark.group = f"trajectory {turns} turns ({kind})"
     benchmark.extra_info["turns"] = n
     rounds = {"rounds": 11 if n <= 50 else 3, "iterations": 1} if full_size else {"rounds": 1, "iterations": 1}
-    if impl == "python":
+    if impl == "miles_tito_tokenizers":
+        from miles_tito_tokenizers.tokenizer import Qwen3TITOTokenizer
+
+        mtok = copy.copy(tok)
+        mtok.chat_template = tito.chat_template  # the fixed template, as Miles installs it
+        mtt = Qwen3TITOTokenizer(mtok, chat_template_kwargs=dict(tito.chat_template_kwargs))
+        copies = benchmark.pedantic(lambda: run_miles_tito_tokenizers(mtt, msgs, reqs, completions), **rounds)
+        assert copies == run_reference(ref, msgs, reqs, completions)  # identical ids at every turn
+        benchmark.extra_info["final_uint32_bytes"] = 4 * len(copies[-1])
+    elif impl == "python":
         copies = benchmark.pedantic(lambda: run_reference(ref, msgs, reqs, completions), **rounds)
         final = copies[-1]
         benchmark.extra_info["final_uint32_bytes"] = 4 * len(final)

@@ -75,13 +75,23 @@ def headlines(data: dict[str, Any]) -> str:
             parts.append(f"python / tito_fast_tokenizer_encode = {med['python'] / med['tito_fast_tokenizer_encode']:.1f}×")
         if "tito_fast_list" in med and "python" in med:
             parts.append(f"python / tito_fast_list = {med['python'] / med['tito_fast_list']:.1f}×")
-        if "tito_fast_2_workers" in med and "tito_fast" in med:
-            parts.append(f"python / tito_fast (1 process) = {med['python'] / med['tito_fast']:.1f}×" if "python" in med else "")
-            parts.append(f"1 process / 2 workers = {med['tito_fast'] / med['tito_fast_2_workers']:.2f}×")
-            n = extra[group]["tito_fast"].get("sessions")
+        if "tito_fast_1_thread" in med and "python" in med:
+            parts.append(f"python / tito_fast_1_thread = {med['python'] / med['tito_fast_1_thread']:.1f}×")
+            if "miles_tito_tokenizers" in med:
+                parts.append(f"miles_tito_tokenizers / tito_fast_1_thread = {med['miles_tito_tokenizers'] / med['tito_fast_1_thread']:.1f}×")
+            if "tito_fast_2_threads" in med:
+                parts.append(f"1 thread / 2 threads = {med['tito_fast_1_thread'] / med['tito_fast_2_threads']:.2f}×")
+            n = extra[group]["tito_fast_1_thread"].get("sessions")
             if n:
                 per = ", ".join(f"{k} {v / n * 1e3:.1f} ms" for k, v in sorted(med.items(), key=lambda kv: kv[1]))
                 parts.append(f"per session: {per}")
+        if {"tito_fast_native", "tito_fast_jinja2", "transformers"} <= med.keys():
+            nat = med["tito_fast_native"]
+            parts.append(f"jinja2 / native = {med['tito_fast_jinja2'] / nat:.1f}×; transformers / native = {med['transformers'] / nat:.1f}×")
+            batch = extra[group].get("tito_fast_native_batch_2_threads", {}).get("per_call")
+            if batch and "tito_fast_native_batch_2_threads" in med:
+                per = med["tito_fast_native_batch_2_threads"] / batch
+                parts.append(f"native on 2 threads, per conversation: {per * 1e3:.2f} ms ({med['transformers'] / per:.0f}× transformers)")
         if "tito_fast_csr_1t" in med and "tito_fast_csr_2t" in med:
             parts.append(f"csr 1 thread / 2 threads = {med['tito_fast_csr_1t'] / med['tito_fast_csr_2t']:.2f}×")
         mem = {k: v["bytes"] for k, v in extra[group].items() if "bytes" in v}
