@@ -28,7 +28,11 @@ pub enum BatchError {
 /// Thread pools by size, built once: building one per call would cost more
 /// than comparing a small batch. At most [`MAX_POOLS`] are kept (the least
 /// recently used one is dropped; its threads end once no call uses it).
-type Pools = Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>;
+///
+/// The pools belong to the process that built them: a child made by
+/// `fork()` (the score job's workers on Linux) inherits them without their
+/// threads, so a child builds its own and never touches the inherited ones.
+type Pools = Mutex<(u32, Vec<(usize, Arc<rayon::ThreadPool>)>)>;
 
 /// Pools kept alive at once.
 pub const MAX_POOLS: usize = 4;
@@ -38,8 +42,15 @@ pub const MAX_THREADS: usize = 256;
 fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
     static POOLS: OnceLock<Pools> = OnceLock::new();
     let threads = threads.clamp(1, MAX_THREADS);
-    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
-    let mut pools = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pools = POOLS.get_or_init(|| Mutex::new((std::process::id(), Vec::new())));
+    let mut guard = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if guard.0 != std::process::id() {
+        // A forked child: the inherited pools have no threads. Never drop
+        // them here (that would signal threads that do not exist).
+        std::mem::forget(std::mem::take(&mut guard.1));
+        guard.0 = std::process::id();
+    }
+    let pools = &mut guard.1;
     if let Some(i) = pools.iter().position(|(n, _)| *n == threads) {
         let entry = pools.remove(i);
         let p = Arc::clone(&entry.1);
@@ -56,16 +67,14 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
     Ok(p)
 }
 
-/// Run `f` with `threads` worker threads: `None` uses rayon's global pool
-/// (one thread per core); `Some(n)` a pool of `n` threads, kept for reuse.
+/// Run `f` with `threads` worker threads: `None` one per core, `Some(n)` a
+/// pool of `n` threads; pools are kept for reuse (per process: see [`Pools`]).
 pub fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
-    match threads {
-        None => f(),
-        Some(n) => match pool(n.max(1)) {
-            Ok(p) => p.install(f),
-            // A pool that cannot be built (no threads left): run here.
-            Err(_) => f(),
-        },
+    let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    match pool(n.max(1)) {
+        Ok(p) => p.install(f),
+        // A pool that cannot be built (no threads left): run here.
+        Err(_) => f(),
     }
 }
 

@@ -65,6 +65,13 @@ def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: An
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", str(config), "--template", str(template), "--quiet") == 0
 
 
+@pytest.mark.parametrize(("backend", "says"), [("native", "native (Rust"), ("jinja", "jinja2"), ("hf", "apply_chat_template")])
+def test_verify_template_backends_agree(backend: str, says: str, capsys: Any) -> None:
+    assert cli("verify-template", "--tokenizer", "fixture:glm47", "--family", "glm47", "--backend", backend) == 0
+    captured = capsys.readouterr()
+    assert f"renderer: {says}" in captured.err and "glm47: 32 passed, 0 failed" in captured.out
+
+
 def test_verify_template_explains_deepseek_v3(capsys: Any) -> None:
     # DeepSeek V3's own template is not append-only under the reference's
     # synthetic-base merge (no TITO family registers it): verify-template must

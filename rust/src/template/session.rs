@@ -227,25 +227,17 @@ fn tools(list: &[Json], policy: ToolPolicy) -> Step<Value> {
     Ok(Value::from(out))
 }
 
-/// Token ids: a non-empty list of plain integer literals below `vocab_size`.
-fn token_ids(v: &Json, vocab_size: u32) -> Step<Vec<u32>> {
-    let Json::Array(items) = v else { return Err("token_ids is not a list") };
-    if items.is_empty() {
-        return Err("token_ids is empty");
-    }
-    let mut ids = Vec::with_capacity(items.len());
-    for item in items {
-        let Json::Number(n) = item else { return Err("a token id that is not a number") };
-        let lit = n.as_str();
-        if !lit.bytes().all(|b| b.is_ascii_digit()) {
-            return Err("a token id that is not a plain non-negative integer");
-        }
-        match lit.parse::<u32>() {
-            Ok(id) if id < vocab_size => ids.push(id),
-            _ => return Err("a token id outside the vocabulary"),
-        }
-    }
-    Ok(ids)
+/// The fields of a dump record the check reads. `token_ids` is read straight
+/// into u32 (serde refuses floats, bools, negatives and ids beyond u32:
+/// those lines go to Python); a repeated field is refused too.
+#[derive(serde::Deserialize)]
+struct Line {
+    session_id: Option<Json>,
+    family: Option<Json>,
+    messages: Option<Json>,
+    tools: Option<Json>,
+    token_ids: Option<Vec<u32>>,
+    metadata: Option<Json>,
 }
 
 /// Check one JSONL line of a dump.
@@ -257,15 +249,14 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
 }
 
 fn check(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> Step<LineOutcome> {
-    let record: Json = serde_json::from_slice(line).map_err(|_| "not a JSON line serde reads as Python does")?;
-    let Json::Object(rec) = record else { return Err("not a JSON object") };
-    let Some(Json::String(session_id)) = rec.get("session_id") else { return Err("no string session_id") };
-    match rec.get("family") {
+    let rec: Line = serde_json::from_slice(line).map_err(|_| "not a record line serde reads as Python does")?;
+    let Some(Json::String(session_id)) = &rec.session_id else { return Err("no string session_id") };
+    match &rec.family {
         None | Some(Json::Null) => {}
         Some(Json::String(f)) if *f == setup.family => {}
         _ => return Err("a family field that is not the scorer's"),
     }
-    let Some(Json::Array(msgs)) = rec.get("messages") else { return Err("messages is not a list") };
+    let Some(Json::Array(msgs)) = &rec.messages else { return Err("messages is not a list") };
     if msgs.is_empty() {
         return Err("no messages");
     }
@@ -279,13 +270,19 @@ fn check(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckS
         }
         messages.push(message(m)?);
     }
-    let tool_defs = match rec.get("tools") {
+    let tool_defs = match &rec.tools {
         None | Some(Json::Null) => Value::from(()),
         Some(Json::Array(list)) => tools(list, setup.policy)?,
         Some(_) => return Err("tools is not a list"),
     };
-    let ids = token_ids(rec.get("token_ids").ok_or("no token_ids")?, setup.vocab_size)?;
-    let metadata = match rec.get("metadata") {
+    let ids = rec.token_ids.ok_or("no token_ids")?;
+    if ids.is_empty() {
+        return Err("token_ids is empty");
+    }
+    if ids.iter().any(|&id| id >= setup.vocab_size) {
+        return Err("a token id outside the vocabulary");
+    }
+    let metadata = match &rec.metadata {
         None | Some(Json::Null) => None,
         Some(m) => Some(serde_json::to_string(m).map_err(|_| "metadata")?),
     };
