@@ -32,6 +32,7 @@ import pytest
 
 from benches.bench_trajectory import TOOLS, agent_session
 from benches.sessions import tokenizer
+from tito_fast.chat.families import get_tito_tokenizer
 from tito_fast.score.dump import Record, read_dump, write_jsonl
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
@@ -129,6 +130,14 @@ def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: py
         _LISTS.setdefault(path, lists)
     elif impl == "miles_tito_tokenizers":
         lists = benchmark.pedantic(lambda: _miles_tito_tokenizers(path), **rounds)
+        # its render gives tool definitions its own pydantic shape, not the engine's (SGLang adds `strict`
+        # and `defer_loading`), so it flags the tools block of every session: the same lists as tito_fast
+        # with that tool shape (`tool_policy="none"` on these tools)
+        # (its comparator writes `detail: None` where Miles writes "")
+        shaped = Scorer(tito=get_tito_tokenizer(_scorer().tito.tokenizer, "qwen3", tool_policy="none"))
+        ours = [[m.to_dict() for m in r.mismatches] for r in run_score(path, scorer=shaped).results]
+        assert [[{**m, "detail": m["detail"] or ""} for m in ms] for ms in lists] == ours
+        return
     elif impl == "tito_fast_python_path":  # the Python path (jinja2 render, fast mode), one process: what came before
         scorer = _python_path_scorer()
         run = benchmark.pedantic(lambda: run_score(path, scorer=scorer), **rounds)

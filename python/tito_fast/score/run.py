@@ -17,7 +17,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,24 +130,25 @@ def score_one(scorer: Scorer, rec: Record | BadRecord, rendered: tuple[str, Any]
         return BadRecord(rec.source, f"unexpected error scoring this record ({what}); please report it", rec.session_id)
 
 
-def score_batch(scorer: Scorer, items: list[Record | BadRecord | RawLine], threads: int | None = None) -> list[SessionResult | BadRecord]:
+def score_batch(
+    scorer: Scorer, items: list[Record | BadRecord | RawLine], threads: int | None = None, checked: list[Any] | None = None
+) -> list[SessionResult | BadRecord]:
     """Score records and unparsed JSONL lines in order. Lines go through the
     scorer's native session check (`Scorer.native`: parse, render, encode and
-    compare in Rust on `threads` threads, None: all cores); a session found
-    equal to its render is done there, one that differs is diagnosed in
-    Python on the native render, and any line the check does not take is
-    parsed and scored on the Python path. Blank lines give nothing."""
-    lines = [it for it in items if isinstance(it, RawLine)]
-    checked: dict[int, Any] = {}
-    if lines and scorer.native is not None:
-        outcomes = scorer.native.check_lines([ln.data for ln in lines], threads=threads)
-        checked = {id(ln): o for ln, o in zip(lines, outcomes)}
+    compare in Rust on `threads` threads, None: all cores; `checked`: its
+    outcomes for the lines, when already computed); a session found equal to
+    its render is done there, one that differs is diagnosed in Python on the
+    native render, and any line the check does not take is parsed and scored
+    on the Python path. Blank lines give nothing."""
+    if checked is None:
+        checked = native_outcomes(scorer, items, threads)
+    outcomes = iter(checked)
     out: list[SessionResult | BadRecord] = []
     for it in items:
         if not isinstance(it, RawLine):
             out.append(score_one(scorer, it))
             continue
-        outcome = checked.get(id(it))
+        outcome = next(outcomes, None)
         if outcome is not None and outcome[0] == "clean":
             _, sid, turns, num_ids, meta = outcome
             metadata = json_safe(json.loads(meta)) if meta is not None else None
@@ -159,6 +160,28 @@ def score_batch(scorer: Scorer, items: list[Record | BadRecord | RawLine], threa
         rendered = (outcome[1], outcome[2]) if outcome is not None and isinstance(rec, Record) else None
         out.append(score_one(scorer, rec, rendered))
     return out
+
+
+def native_outcomes(scorer: Scorer, items: list[Any], threads: int | None) -> list[Any]:
+    """The native check's outcome for each `RawLine` of `items`, in order (None: the Python path)."""
+    lines = [it.data for it in items if isinstance(it, RawLine)]
+    if not lines or scorer.native is None:
+        return [None] * len(lines)
+    return scorer.native.check_lines(lines, threads=threads)
+
+
+def _pipelined(scorer: Scorer, batches: Iterator[list[Any]], threads: int | None) -> Iterator[list[SessionResult | BadRecord]]:
+    """`score_batch` over `batches`, the native check of the next batch running
+    (GIL released, on its threads) while this thread finishes the current one."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tito-fast-check") as ex:
+        pending: tuple[list[Any], Any] | None = None
+        for batch in batches:
+            future = ex.submit(native_outcomes, scorer, batch, threads)
+            if pending is not None:
+                yield score_batch(scorer, pending[0], threads, pending[1].result())
+            pending = (batch, future)
+        if pending is not None:
+            yield score_batch(scorer, pending[0], threads, pending[1].result())
 
 
 _WORKER: Scorer | None = None
@@ -252,7 +275,11 @@ def _local_plan(dump: str | Path, total: int, scorer: Scorer, threads: int | Non
     """Score in this process (JSONL lines on the native check's threads when it is available)."""
     if scorer.native is not None and dump_format(Path(dump)) == "jsonl":
         batches = _chunks(read_dump_lines(dump), _NATIVE_CHUNK)
-        outputs: Iterator[list[SessionResult | BadRecord]] = (score_batch(scorer, c, threads) for c in batches)
+        outputs: Iterator[list[SessionResult | BadRecord]]
+        if threads == 1:  # one thread in all: check, then finish, batch after batch
+            outputs = (score_batch(scorer, c, 1) for c in batches)
+        else:
+            outputs = _pipelined(scorer, batches, threads)
     else:
         outputs = ([score_one(scorer, r) for r in c] for c in _chunks(read_dump(dump), _CHUNK))
     return _Plan(total, outputs, ScorerFacts.of(scorer))
@@ -556,7 +583,9 @@ def run_score(
             retokenization not checked).
         workers: processes; 1 scores in this process.
         threads: threads of the native session check in this process (None:
-            one per core; each worker process uses one).
+            one per core; each worker process uses one). Except with 1, the
+            check of the next lines runs while this thread diagnoses and
+            collects the current ones.
         on_error: "fail" stops at the first bad record (the run is then
             marked incomplete, `stopped_at` names the record); "skip" counts
             and lists bad records and goes on.
