@@ -46,7 +46,7 @@ from tito_fast.chat.deepseek import (
 )
 from tito_fast.chat.messages import Matcher, check_append_only
 from tito_fast.chat.presets import ALL_ROLES, FAMILIES, FamilyConfig, patch_template
-from tito_fast.chat.render import BACKENDS, Backend, native_renderer, render, special_tokens, template_of
+from tito_fast.chat.render import BACKENDS, Backend, NativeRenderer, native_renderer, render, special_tokens, template_of
 from tito_fast.chat.templates import FIXED_TEMPLATES, find_fixed_template, identify
 from tito_fast.chat.tools import ToolPolicy
 from tito_fast.compare.comparator import TokenSeqComparator
@@ -404,11 +404,25 @@ class TitoTokenizer:
             return "the tokenizer's apply_chat_template (transformers)"
         if self.backend == "jinja":
             return "jinja2 (tito_fast's environment)"
-        template = self.chat_template if self.chat_template is not None else template_of(self.tokenizer)
-        native = native_renderer(template, {**special_tokens(self.tokenizer), **self.chat_template_kwargs}, "drop")
-        if native.reason is None:
+        native = self.native_renderer()
+        if native is not None and native.reason is None:
             return "native (Rust, minijinja)"
-        return f"jinja2, not native: {native.reason}"
+        return f"jinja2, not native: {native.reason if native is not None else '?'}"
+
+    @property
+    def template_variables(self) -> dict[str, Any]:
+        """The variables a render hands the template besides the conversation:
+        the tokenizer's special tokens and the family's template kwargs."""
+        return {**special_tokens(self.tokenizer), **self.chat_template_kwargs}
+
+    def native_renderer(self) -> NativeRenderer | None:
+        """The family's template on the native renderer (what the "native"
+        backend renders with), or None when the family renders otherwise
+        (DeepSeek's encoder module, the "hf" or "jinja" backend)."""
+        if self.deepseek is not None or self.backend != "native":
+            return None
+        template = self.chat_template if self.chat_template is not None else template_of(self.tokenizer)
+        return native_renderer(template, self.template_variables, "drop")
 
     @property
     def fast_encoder(self) -> FastEncoder | None:

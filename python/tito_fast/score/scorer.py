@@ -36,7 +36,6 @@ import numpy as np
 
 from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
-from tito_fast.chat.render import native_renderer, special_tokens, template_of
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
 from tito_fast.errors import ScoreError
@@ -225,13 +224,12 @@ class Scorer:
         if core is None:
             why = enc.reason if enc is not None else "the tokenizer is not a fast one"
             return None, f"tito_fast's encoder does not cover the tokenizer ({why})"
-        template = t.chat_template if t.chat_template is not None else template_of(t.tokenizer)
-        variables = {**special_tokens(t.tokenizer), **t.chat_template_kwargs}
-        renderer = native_renderer(template, variables, "drop")
+        renderer = t.native_renderer()
+        assert renderer is not None  # the native backend, not DeepSeek's encoder
         if renderer.template is None:
             return None, renderer.reason
         checker = SessionChecker(
-            renderer.template, core, variables=variables, tool_policy=t.tool_policy, trim_ids=sorted(self._trim),
+            renderer.template, core, variables=t.template_variables, tool_policy=t.tool_policy, trim_ids=sorted(self._trim),
             vocab_size=self.vocab_size, family=self.family,
         )  # fmt: skip
         return checker, None

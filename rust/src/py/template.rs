@@ -132,7 +132,7 @@ impl NativeTemplate {
         contexts: &Bound<'_, PyList>,
         threads: Option<i64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let values = self.values(py, contexts)?;
+        let values = self.values(contexts)?;
         let threads = threads_arg(threads)?;
         let out: Vec<Result<Rendered, String>> = py.detach(|| self.run_batch(values, threads, |_, text| text));
         out.into_iter()
@@ -157,7 +157,7 @@ impl NativeTemplate {
         encoder: PyRef<'_, BpeEncoder>,
         threads: Option<i64>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let values = self.values(py, contexts)?;
+        let values = self.values(contexts)?;
         let threads = threads_arg(threads)?;
         let enc = encoder.core();
         let out = py.detach(|| self.run_batch(values, threads, |_, text| text.map(|t| enc.encode(&t).ok())));
@@ -173,7 +173,7 @@ impl NativeTemplate {
 }
 
 impl NativeTemplate {
-    fn values(&self, py: Python<'_>, contexts: &Bound<'_, PyList>) -> PyResult<Vec<Result<Value, String>>> {
+    fn values(&self, contexts: &Bound<'_, PyList>) -> PyResult<Vec<Result<Value, String>>> {
         let mut values = Vec::with_capacity(contexts.len());
         for (i, c) in contexts.iter().enumerate() {
             if c.cast::<PyDict>().is_err() {
@@ -183,7 +183,6 @@ impl NativeTemplate {
             }
             values.push(to_value(&c, 0).map_err(|m| format!("contexts[{i}] holds {m}")));
         }
-        let _ = py;
         Ok(values)
     }
 

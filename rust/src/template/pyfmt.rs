@@ -137,8 +137,7 @@ pub fn py_repr(v: &Value, out: &mut String) -> Res<()> {
         ValueKind::Number => number(v, out, false),
         ValueKind::String => str_repr(v.as_str().unwrap_or_default(), out),
         ValueKind::Seq => {
-            let tuple = false;
-            out.push(if tuple { '(' } else { '[' });
+            out.push('[');
             for (i, item) in v.try_iter().map_err(|e| Unsupported(e.to_string()))?.enumerate() {
                 if i > 0 {
                     out.push_str(", ");

@@ -202,11 +202,7 @@ fn tools(list: &[Json], policy: ToolPolicy) -> Step<Value> {
             ("parameters", get("parameters")?),
             ("strict", Value::from(f.get("strict").is_some_and(truthy))),
         ];
-        let ty = match wrapped_type {
-            Some(v) => to_value(v)?,
-            None if t.contains_key("function") => Value::from("function"),
-            None => Value::from("function"),
-        };
+        let ty = wrapped_type.map(to_value).transpose()?.unwrap_or(Value::from("function"));
         let mut entry_defer = None;
         if policy == ToolPolicy::Sglang {
             let defer = match f.get("defer_loading") {
