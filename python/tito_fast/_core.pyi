@@ -51,6 +51,11 @@ build_profile: Final[str]
 DETACH_MIN: Final[int]
 """Inputs of at least this many ids are processed with the GIL released."""
 
+
+#: What the session check gives of a differing session's record: (session_id,
+#: turns, metadata JSON, roles, found); see `SessionChecker.check_lines`.
+DifferingRecord: TypeAlias = tuple[str, int, str | None, list[str], list[tuple[int, int] | None]]
+
 class TokenInputError(ValueError):
     """Token ids that cannot be used: not integers, out of [0, 2**32-1], or not a flat sequence.
 
@@ -516,7 +521,14 @@ class SessionChecker:
     ) -> Self: ...
     def check_lines(
         self, lines: list[bytes], *, threads: int | None = None
-    ) -> list[tuple[str, str, int, int, str | None] | tuple[str, str, npt.NDArray[np.uint32]] | None]:
-        """Per line: None (Python path), ("clean", session_id, turns, num_ids, metadata JSON) or ("differs", text, expected ids)."""
+    ) -> list[
+        tuple[str, str, int, int, str | None]
+        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32], DifferingRecord | None]
+        | None
+    ]:
+        """Per line: None (Python path), ("clean", session_id, turns, num_ids, metadata JSON) or
+        ("differs", text, expected ids, session ids, record): `record` is None (read the line
+        in Python) or (session_id, turns, metadata JSON, roles, found), `found` each message's
+        text's (start, end) bytes in the render, or None where it was not found."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""

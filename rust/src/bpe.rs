@@ -9,9 +9,10 @@
 //! so the ids are the same as its ids, including for vocabularies where two
 //! merges produce the same token.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 use thiserror::Error;
@@ -47,12 +48,31 @@ pub struct Bpe {
     merges: FxHashMap<(u32, u32), (u32, u32)>,
     byte_ids: [u32; 256],
     ignore_merges: bool,
-    /// piece -> ids; cleared when full. Shared by threads: lookups take the
-    /// read lock, and an insert is skipped when the write lock is busy.
-    cache: RwLock<PieceCache>,
+    /// Names this model's piece caches, which are per thread (a shared cache
+    /// cost two atomic operations a piece, and its lock's cache line moved
+    /// between cores on every piece).
+    uid: u64,
+    /// Bumped by `clear_cache`: a thread's cache of an older generation is cleared before use.
+    generation: AtomicU64,
 }
 
 type PieceCache = FxHashMap<Box<[u8]>, Box<[u32]>>;
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// The piece caches of one thread: piece -> ids, cleared when full, for the
+/// few models it used last.
+struct LocalCache {
+    uid: u64,
+    generation: u64,
+    map: PieceCache,
+}
+
+const LOCAL_MODELS: usize = 4;
+
+thread_local! {
+    static CACHES: RefCell<Vec<LocalCache>> = const { RefCell::new(Vec::new()) };
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Symbol {
@@ -90,16 +110,54 @@ impl Bpe {
             }
             merge_map.insert((a, b), (u32::try_from(rank).unwrap_or(u32::MAX), new));
         }
-        Ok(Bpe { vocab: map, merges: merge_map, byte_ids, ignore_merges, cache: RwLock::default() })
+        let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+        Ok(Bpe { vocab: map, merges: merge_map, byte_ids, ignore_merges, uid, generation: AtomicU64::new(0) })
     }
 
-    /// Forget the remembered pieces (the ids stay the same; for measuring).
+    /// Forget the remembered pieces, on every thread (the ids stay the same; for measuring).
     pub fn clear_cache(&self) {
-        self.cache.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Run `f` with this thread's piece cache of this model.
+    fn with_cache<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
+        CACHES.with_borrow_mut(|slots| {
+            let generation = self.generation.load(Ordering::Relaxed);
+            let at = match slots.iter().position(|c| c.uid == self.uid) {
+                Some(at) => at,
+                None => {
+                    if slots.len() >= LOCAL_MODELS {
+                        slots.remove(0);
+                    }
+                    slots.push(LocalCache { uid: self.uid, generation, map: PieceCache::default() });
+                    slots.len() - 1
+                }
+            };
+            let cache = &mut slots[at];
+            if cache.generation != generation {
+                cache.map.clear();
+                cache.generation = generation;
+            }
+            f(&mut cache.map)
+        })
+    }
+
+    /// Append the ids of each piece `text[a..b]` of `pieces` to `out`.
+    pub fn encode_pieces(&self, text: &[u8], pieces: &[(usize, usize)], out: &mut Vec<u32>) {
+        self.with_cache(|cache| {
+            for &(a, b) in pieces {
+                self.encode_cached(&text[a..b], out, cache);
+            }
+        });
     }
 
     /// Append the ids of `piece` to `out`.
     pub fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) {
+        self.with_cache(|cache| self.encode_cached(piece, out, cache));
+    }
+
+    #[inline]
+    fn encode_cached(&self, piece: &[u8], out: &mut Vec<u32>, cache: &mut PieceCache) {
         if piece.is_empty() {
             return;
         }
@@ -117,20 +175,16 @@ impl Bpe {
             self.merge(piece, out);
             return;
         }
-        // A poisoned lock only means another thread panicked mid-insert: the map is
-        // still a valid map of correct entries, so keep using it.
-        if let Some(ids) = self.cache.read().unwrap_or_else(|e| e.into_inner()).get(piece) {
+        if let Some(ids) = cache.get(piece) {
             out.extend_from_slice(ids);
             return;
         }
         let start = out.len();
         self.merge(piece, out);
-        if let Ok(mut cache) = self.cache.try_write() {
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(piece.into(), out[start..].into());
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
         }
+        cache.insert(piece.into(), out[start..].into());
     }
 
     /// Apply the merges to `piece` (two bytes or more) and append its ids.
@@ -233,7 +287,10 @@ mod tests {
             assert_eq!(enc(&m, s), first, "{s}");
         }
         assert_eq!(enc(&m, &long), vec![256; CACHE_PIECE_LEN]);
-        assert!(m.cache.read().unwrap().len() == 3);
+        assert_eq!(m.with_cache(|c| c.len()), 3);
+        m.clear_cache();
+        assert_eq!(m.with_cache(|c| c.len()), 0);
+        assert_eq!(enc(&m, "abc"), [u32::from(b'a'), 257]);
     }
 
     #[test]

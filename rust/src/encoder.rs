@@ -76,9 +76,7 @@ impl Encoder {
                         Part::Text(t) => {
                             pieces.clear();
                             pieces.extend(self.pattern.split(t));
-                            for &(a, b) in &pieces {
-                                self.bpe.encode_piece(&t.as_bytes()[a..b], &mut out);
-                            }
+                            self.bpe.encode_pieces(t.as_bytes(), &pieces, &mut out);
                         }
                     }
                     Ok(())

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tito_fast.score.dump import read_dump_lines
 from tito_fast.score.run import run_score
@@ -74,9 +76,21 @@ def test_unusual_lines_go_to_the_python_path(tmp_path: Path) -> None:
         ),
     }
     rows = list(variants.values())
-    lines = [json.dumps(r).encode() for r in rows] + [b'{"session_id": "x", "messages": NaN}', b"\xff\xfe"]
+    base = json.dumps(row)
+    raw = {  # what only a JSON text can hold
+        "nan": b'{"session_id": "x", "messages": NaN}',
+        "not utf-8": b"\xff\xfe",
+        "not utf-8 in another field": base[:-1].encode() + b', "extra": "\xff"}',
+        "repeated field": (base[:-1] + ', "session_id": "again"}').encode(),
+        "escaped key": base.replace('"token_ids"', '"token\\u005fids"').encode(),
+        "null ids": (base[:-1] + ', "token_ids": null}').replace('"token_ids": [', '"other": [', 1).encode(),
+    }
+    lines = [json.dumps(r).encode() for r in rows] + list(raw.values())
     explained = [scorer.native.explain(ln) for ln in lines]
-    assert all(e is not None for e in explained), dict(zip([*variants, "nan", "utf8"], explained))
+    assert all(e is not None for e in explained), dict(zip([*variants, *raw], explained))
+    spaced = base.replace(json.dumps(row["token_ids"]), "[ " + " ,\t".join(map(str, row["token_ids"])) + "\r]").encode()
+    assert scorer.native.explain(spaced) is None  # any JSON spacing of the ids is read natively
+    lines.append(spaced)
     dump = tmp_path / "odd.jsonl"
     dump.write_bytes(b"\n".join(lines) + b"\n\n")
     native = run_score(dump, scorer=scorer, on_error="skip")
@@ -85,4 +99,43 @@ def test_unusual_lines_go_to_the_python_path(tmp_path: Path) -> None:
     python = run_score(dump, scorer=python_scorer, on_error="skip")
     assert [b.to_dict() for b in native.bad] == [b.to_dict() for b in python.bad]
     assert _plain(native.results) == _plain(python.results)
-    assert len(native.bad) == 9 and [r.session_id for r in native.results] == ["7"]
+    sid = row["session_id"]
+    assert len(native.bad) == 11 and [r.session_id for r in native.results] == ["7", "again", sid, sid]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_differing_sessions_diagnosed_as_python_does(data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Sessions that differ from their render, in every message shape: the
+    diagnosis on what the native check read of the line (roles, where each
+    message's text is) equals the Python path's on the parsed record."""
+    scorer = _scorer("qwen3", "qwen3", "full")
+    assert scorer.native is not None
+    rows = [json.loads(ln) for ln in (ROOT / "examples" / "qwen3_dump.jsonl").read_text(encoding="utf-8").splitlines()]
+    row = data.draw(st.sampled_from(rows))
+    messages = [dict(m) for m in row["messages"]]
+    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+    for m in messages:
+        shape = data.draw(st.sampled_from(["as is", "parts", "unicode", "empty", "none", "spaces"]))
+        if shape == "parts":
+            m["content"] = [{"type": "text", "text": data.draw(text)}, {"type": "image"}, "loose"]
+        elif shape == "unicode":
+            m["content"] = data.draw(text) + "é🙂" + str(m.get("content") or "")
+        elif shape == "empty":
+            m["content"] = ""
+        elif shape == "none" and m["role"] == "assistant":
+            m["content"] = None
+        elif shape == "spaces":
+            m["content"] = "  \n" + str(m.get("content") or "") + " \t"
+    ids = list(row["token_ids"])
+    at = data.draw(st.integers(0, len(ids) - 1))
+    ids[at : at + data.draw(st.integers(0, 3))] = data.draw(st.lists(st.integers(0, 151_000), max_size=3))
+    line = json.dumps(dict(row, messages=messages, token_ids=ids or [0]), ensure_ascii=data.draw(st.booleans()))
+    dump = tmp_path_factory.mktemp("differs") / "d.jsonl"
+    dump.write_text(line + "\n", encoding="utf-8")
+    python_scorer = Scorer(tito=scorer.tito)
+    python_scorer.native = None
+    native = run_score(dump, scorer=scorer, threads=1)
+    python = run_score(dump, scorer=python_scorer)
+    assert _plain(native.results) == _plain(python.results)
+    assert [b.to_dict() for b in native.bad] == [b.to_dict() for b in python.bad]

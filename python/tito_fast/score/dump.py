@@ -45,6 +45,7 @@ MAX_ID = 2**32 - 1
 #: 64 MiB holds about 9M ids; scoring a record costs about 20x its size in memory at peak
 #: (a 58 MB record of 8M ids: 1.3 GB).
 MAX_RECORD_BYTES = 64 * 2**20
+_READ_BUFFER = 4 * 2**20
 
 
 def _loads(raw: bytes) -> Any:
@@ -92,9 +93,11 @@ class RawLine:
     def source(self) -> str:
         return f"{self.name}:{self.lineno}"
 
-    def record(self) -> Record | BadRecord | None:
-        """The record of this line as `read_dump` gives it (None: a blank line)."""
-        return _jsonl_record(self.name, self.lineno, self.data)
+    def record(self, token_ids: np.ndarray | None = None) -> Record | BadRecord | None:
+        """The record of this line as `read_dump` gives it (None: a blank line).
+        `token_ids`: its ids as the native check read them (uint32), when it
+        took the line (then its texts are known to be valid Unicode)."""
+        return _jsonl_record(self.name, self.lineno, self.data, token_ids)
 
 
 @dataclass
@@ -228,7 +231,7 @@ def read_jsonl_range(
     instead of records."""
     p = Path(path)
     limit = MAX_RECORD_BYTES if max_bytes is None else max_bytes
-    with open(p, "rb") as f:
+    with open(p, "rb", buffering=_READ_BUFFER) as f:  # lines of 100s of KB come out of the buffer whole
         f.seek(start)
         yield from _lines(f, p.name, first_lineno, limit, end, raw=raw)
 
@@ -251,7 +254,7 @@ def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None, r
                     break
             yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)")
         elif raw:
-            if line.strip():
+            if not line.isspace():  # (no copy of the line, as strip() makes)
                 yield RawLine(name, lineno, line)
         elif (rec := _jsonl_record(name, lineno, line)) is not None:
             yield rec
@@ -284,8 +287,8 @@ def json_error(e: json.JSONDecodeError) -> str:
     return f"{msg} at column {e.colno}" if e.lineno == 1 else f"{msg} at line {e.lineno} column {e.colno}"
 
 
-def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | None:
-    if not raw.strip():
+def _jsonl_record(name: str, lineno: int, raw: bytes, token_ids: np.ndarray | None = None) -> Record | BadRecord | None:
+    if not raw or raw.isspace():
         return None
     source = f"{name}:{lineno}"
     try:
@@ -300,6 +303,8 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
         return BadRecord(source, f"invalid JSON: {e}")
     if not isinstance(obj, dict):
         return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
+    if token_ids is not None:  # read by the native check, which refuses lone surrogates
+        return record_from_row(source, str(lineno), obj, json_strings=False, check_text=False, token_ids=token_ids)
     # Parsed from valid UTF-8, a text can hold a lone surrogate only through a \\uD800-\\uDFFF escape.
     return record_from_row(source, str(lineno), obj, json_strings=False, check_text=bool(_SURROGATE_ESCAPE.search(raw)))
 
@@ -330,15 +335,21 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def record_from_row(
-    source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool, check_text: bool = True
+    source: str,
+    default_id: str,
+    obj: dict[str, Any],
+    *,
+    json_strings: bool,
+    check_text: bool = True,
+    token_ids: np.ndarray | None = None,
 ) -> Record | BadRecord:
     """A record from one parsed row (a JSON line's object, or a Parquet row as a dict), or
     why it is bad. `source` names the row for messages; `default_id` is its session id
     when it has none; with `json_strings` the messages, tools and metadata may be JSON text.
     `check_text=False` skips the search for lone surrogates in the texts, for rows known
-    to hold none."""
+    to hold none. `token_ids`: the row's ids, already read and checked (uint32)."""
     try:
-        return _record(source, default_id, obj, json_strings, check_text)
+        return _record(source, default_id, obj, json_strings, check_text, token_ids)
     except (ValueError, TypeError, RecursionError, UnicodeError, OverflowError) as e:
         what = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
         return BadRecord(source, f"unreadable record: {what}", _printable(obj.get("session_id")))
@@ -371,7 +382,25 @@ def json_safe(value: Any) -> Any:
     return json.loads(text, parse_constant=lambda c: c)
 
 
-def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: bool, check_text: bool) -> Record | BadRecord:
+def _ids(ids: Any) -> np.ndarray | str:
+    """A record's `token_ids` as uint32, or what is wrong with them."""
+    if not isinstance(ids, (list, tuple)):
+        return f"'token_ids' must be a list of ints, got {type(ids).__name__}"
+    if not ids:
+        return "'token_ids' is empty"
+    if set(map(type, ids)) != {int}:  # one C-level pass; bool and float are not ids
+        bad = next(k for k, t in enumerate(ids) if type(t) is not int)
+        return f"token_ids[{bad}] is not an int: {ids[bad]!r}"
+    try:
+        return np.array(ids, dtype=np.uint32)  # NumPy 2 raises for ints outside uint32
+    except OverflowError:
+        k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
+        return f"token_ids[{k}] = {ids[k]} is out of range"
+
+
+def _record(
+    source: str, default_id: str, obj: dict[str, Any], json_strings: bool, check_text: bool, checked_ids: np.ndarray | None
+) -> Record | BadRecord:
     sid = obj.get("session_id")
     session_id = str(sid) if sid is not None else default_id
     if _printable(session_id) is None:
@@ -396,19 +425,9 @@ def _record(source: str, default_id: str, obj: dict[str, Any], json_strings: boo
             return BadRecord(source, f"messages[{i}] must be an object with a string 'role'", session_id)
     if tools is not None and not isinstance(tools, list):
         return BadRecord(source, f"'tools' must be a list or null, got {type(tools).__name__}", session_id)
-    ids = obj["token_ids"]
-    if not isinstance(ids, (list, tuple)):
-        return BadRecord(source, f"'token_ids' must be a list of ints, got {type(ids).__name__}", session_id)
-    if not ids:
-        return BadRecord(source, "'token_ids' is empty", session_id)
-    if set(map(type, ids)) != {int}:  # one C-level pass; bool and float are not ids
-        bad = next(k for k, t in enumerate(ids) if type(t) is not int)
-        return BadRecord(source, f"token_ids[{bad}] is not an int: {ids[bad]!r}", session_id)
-    try:
-        arr = np.array(ids, dtype=np.uint32)  # NumPy 2 raises for ints outside uint32
-    except OverflowError:
-        k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
-        return BadRecord(source, f"token_ids[{k}] = {ids[k]} is out of range", session_id)
+    arr = checked_ids if checked_ids is not None else _ids(obj["token_ids"])
+    if isinstance(arr, str):
+        return BadRecord(source, arr, session_id)
     if check_text:
         try:  # everything a text must be to be rendered, encoded and written out
             json.dumps([messages, tools], ensure_ascii=False).encode("utf-8")

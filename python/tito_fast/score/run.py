@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import json
 import multiprocessing
@@ -119,15 +120,20 @@ def score_one(scorer: Scorer, rec: Record | BadRecord, rendered: tuple[str, Any]
     `rendered`: the render and its ids, when the native check made them."""
     if isinstance(rec, BadRecord):
         return rec
+    return _guarded(rec.source, rec.session_id, lambda: scorer.score(rec) if rendered is None else scorer.score(rec, rendered))
+
+
+def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -> SessionResult | BadRecord:
+    """`score()`, or the record's problem as a `BadRecord`."""
     try:
-        return scorer.score(rec) if rendered is None else scorer.score(rec, rendered)
+        return score()
     except ScoreError as e:
-        return BadRecord(rec.source, str(e), rec.session_id)
+        return BadRecord(source, str(e), session_id)
     except (KeyboardInterrupt, MemoryError):
         raise
     except Exception as e:  # one record must never end the job; say it looks like a bug
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
-        return BadRecord(rec.source, f"unexpected error scoring this record ({what}); please report it", rec.session_id)
+        return BadRecord(source, f"unexpected error scoring this record ({what}); please report it", session_id)
 
 
 def score_batch(
@@ -154,7 +160,12 @@ def score_batch(
             metadata = json_safe(json.loads(meta)) if meta is not None else None
             out.append(scorer.clean_result(it.source, sid, turns, num_ids, metadata))
             continue
-        rec = it.record()
+        if outcome is not None and outcome[4] is not None:  # differs: diagnosed here on what the check read
+            _, text, expected, actual, read = outcome
+            diagnose = functools.partial(scorer.differing_result, it.source, read, text, expected, actual)
+            out.append(_guarded(it.source, read[0], diagnose))
+            continue
+        rec = it.record(outcome[3] if outcome is not None else None)
         if rec is None:
             continue
         rendered = (outcome[1], outcome[2]) if outcome is not None and isinstance(rec, Record) else None

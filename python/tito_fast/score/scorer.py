@@ -29,8 +29,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -39,8 +40,11 @@ from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokeni
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
 from tito_fast.errors import ScoreError
-from tito_fast.score.dump import Record
+from tito_fast.score.dump import Record, json_safe
 from tito_fast.tokenizer.added import AddedTokenSplitter
+
+if TYPE_CHECKING:
+    from tito_fast._core import DifferingRecord
 
 Mode = Literal["fast", "full"]
 CONTEXT_IDS = 24  # ids of context kept on each side of a reported difference
@@ -126,6 +130,48 @@ def _probes(message: dict[str, Any]) -> list[str]:
             out.append(fn["name"])
             break
     return out
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What a result needs of its record: a parsed `Record`, or what the
+    native check read of a differing line (then `found` holds where each
+    message's text is in the render, in bytes, and `messages` is None)."""
+
+    session_id: str
+    source: str
+    metadata: Any
+    roles: list[str]
+    turns: int
+    messages: list[dict[str, Any]] | None = None
+    found: list[tuple[int, int] | None] | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> _Session:
+        roles = [str(m.get("role", "unknown")) for m in record.messages]
+        turns = sum(1 for m in record.messages if m.get("role") == "assistant")
+        return cls(record.session_id, record.source, record.metadata, roles, turns, messages=record.messages)
+
+
+def _find_messages(messages: list[dict[str, Any]], text: str) -> list[tuple[int, int] | None]:
+    """Where each message's own text (`_probes`) is in `text`, as (start, end)
+    bytes, each looked up after the one before."""
+    found: list[tuple[int, int] | None] = []
+    cursor = 0  # char offset after the previous message's text
+    for m in messages:
+        hit = None
+        for probe in _probes(m):
+            at = text.find(probe, cursor)
+            if at >= 0:
+                hit = (at, at + len(probe))
+                cursor = hit[1]
+                break
+        found.append(hit)
+    if text.isascii():
+        return found
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # char offsets to byte offsets
+    char_bytes = np.concatenate([[0], np.cumsum(1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000))]).tolist()
+    return [(char_bytes[f[0]], char_bytes[f[1]]) if f is not None else None for f in found]
 
 
 class Scorer:
@@ -251,7 +297,7 @@ class Scorer:
 
     # -- one session --------------------------------------------------------
 
-    def _message_spans(self, record: Record, text: str, expected: np.ndarray, diag: Diagnosis) -> np.ndarray | None:
+    def _message_spans(self, sess: _Session, text: str, expected: np.ndarray, diag: Diagnosis) -> np.ndarray | None:
         """Where each record message starts in `expected` (ids), found from the
         render text; None when the ids do not decode to the render byte for
         byte (then the rendered markers number the messages).
@@ -268,39 +314,33 @@ class Scorer:
             return None
         ids = expected.astype(np.int64)
         ends = np.cumsum(vocab.offsets[ids + 1].astype(np.int64) - vocab.offsets[ids].astype(np.int64))
-        if int(ends[-1]) != len(text.encode("utf-8")):
+        if int(ends[-1]) != (len(text) if text.isascii() else len(text.encode("utf-8"))):
             return None
-
-        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        char_bytes = np.concatenate([[0], np.cumsum(1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000))])
-
-        def id_at(char: int) -> int:
-            """The id holding the byte at which char `char` starts."""
-            return int(np.searchsorted(ends, int(char_bytes[char]), side="right"))
-
+        if sess.found is not None:
+            found = sess.found
+        else:
+            assert sess.messages is not None
+            found = _find_messages(sess.messages, text)
+        at_bytes = np.asarray([c for f in found if f is not None for c in f], dtype=np.int64)
+        at_ids = np.searchsorted(ends, at_bytes, side="right").tolist()  # the id holding each text's first / last-but-one byte
         blocks = diag.expected_table.starts if diag.expected_table is not None else np.zeros(0, dtype=np.int64)
+        firsts = np.asarray(at_ids[0::2], dtype=np.int64)
+        b = np.searchsorted(blocks, firsts, side="right") - 1
+        block_starts = np.where(b >= 0, blocks[np.maximum(b, 0)] if len(blocks) else 0, 0).tolist()
         starts: list[int] = []
-        cursor = 0  # char offset after the previous message's text
         prev_end_id = 0
-        for m in record.messages:
-            found = None
-            for probe in _probes(m):
-                at = text.find(probe, cursor)
-                if at >= 0:
-                    found = (at, at + len(probe))
-                    break
-            if found is None:
+        k = 0
+        for hit in found:
+            if hit is None:  # not found: it starts where the one before it ends
                 starts.append(prev_end_id)
                 continue
-            first = id_at(found[0])
-            b = int(np.searchsorted(blocks, first, side="right")) - 1
-            block_start = int(blocks[b]) if b >= 0 else 0
+            first, block_start = at_ids[2 * k], block_starts[k]
             if starts and block_start < prev_end_id:  # the block holds the previous message too: split the wrapper between them
                 starts.append(prev_end_id + (first - prev_end_id + 1) // 2)
             else:
                 starts.append(block_start)
-            cursor = found[1]
-            prev_end_id = id_at(found[1])
+            prev_end_id = at_ids[2 * k + 1]
+            k += 1
         return np.maximum.accumulate(np.asarray(starts, dtype=np.int64)) if starts else None
 
     def check_record(self, record: Record) -> None:
@@ -385,27 +425,43 @@ class Scorer:
         """The session's reference mismatch list and diagnosis (raises `ScoreError`);
         `rendered`: the render and its ids, when the native check made them."""
         self.check_record(record)
-        actual = record.token_ids
         if rendered is not None:
             text, expected = rendered
         else:
             text, expected = self._render(record), None
+        return self._score(_Session.of(record), text, expected, record.token_ids, record)
+
+    def differing_result(
+        self, source: str, record: DifferingRecord, text: str, expected: np.ndarray, actual: np.ndarray
+    ) -> SessionResult:
+        """The result of a session the native check found different from its
+        render (`record`: what the check read of its line), diagnosed here on
+        the check's render and ids, as `score` diagnoses it."""
+        session_id, turns, meta, roles, found = record
+        metadata = json_safe(json.loads(meta)) if meta is not None else None
+        sess = _Session(session_id, source, metadata, roles, turns, found=found)
+        return self._score(sess, text, expected, actual, None)
+
+    def _score(
+        self, sess: _Session, text: str, expected: np.ndarray | None, actual: np.ndarray, record: Record | None
+    ) -> SessionResult:
         fast = self._fast_expected(text, actual) if self.fast_path else None
         if fast is not None:
             fast_ids, encoded, nseg = fast
             diag = self.cmp.diagnose(fast_ids, actual)
             if not any(m.type is MismatchType.SPECIAL_TOKEN_COUNT for m in diag.reference):
-                return self._result(record, diag, fast_ids, actual, "fast", encoded, nseg, text)
+                return self._result(sess, diag, fast_ids, actual, "fast", encoded, nseg, text)
             # Structures differ: describing them needs every segment's real ids.
         nseg = fast[2] if fast is not None else 0
         if expected is None:
+            assert record is not None
             expected = self.expected_ids(record, text)  # the whole render, encoded once
         diag = self.cmp.diagnose(expected, actual)
-        return self._result(record, diag, expected, actual, "full", nseg, nseg, text)
+        return self._result(sess, diag, expected, actual, "full", nseg, nseg, text)
 
     def _result(
         self,
-        record: Record,
+        sess: _Session,
         diag: Diagnosis,
         expected: np.ndarray,
         actual: np.ndarray,
@@ -414,8 +470,8 @@ class Scorer:
         nseg: int,
         text: str,
     ) -> SessionResult:
-        spans = self._message_spans(record, text, expected, diag) if diag.items else None
-        roles = [str(m.get("role", "unknown")) for m in record.messages]
+        spans = self._message_spans(sess, text, expected, diag) if diag.items else None
+        roles = sess.roles
         assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
         items: list[ScoredItem] = []
@@ -443,11 +499,10 @@ class Scorer:
             items.append(ScoredItem(**fields, position=pos, turn=turn, before=before, after=after))
             if it.type is not None and (first is None or pos < first):
                 first = pos
-        turns = sum(1 for m in record.messages if m.get("role") == "assistant")
         return SessionResult(
-            record.session_id,
-            record.source,
-            turns,
+            sess.session_id,
+            sess.source,
+            sess.turns,
             len(actual),
             list(diag.reference),
             items,
@@ -455,5 +510,5 @@ class Scorer:
             path,
             encoded,
             nseg,
-            record.metadata,
+            sess.metadata,
         )

@@ -247,7 +247,9 @@ impl SessionChecker {
     /// Check every line (bytes of one JSONL record) on `threads` threads
     /// (None: all cores). Per line: None (score it on the Python path),
     /// `("clean", session_id, turns, num_ids, metadata_json | None)` or
-    /// `("differs", text, expected_ids)`.
+    /// `("differs", text, expected_ids, session_ids, record)`, `record` being
+    /// None or `(session_id, turns, metadata_json | None, roles, found)`,
+    /// `found` each message's text's `(start, end)` bytes in `text` or None.
     #[pyo3(signature = (lines, *, threads = None))]
     fn check_lines(&self, py: Python<'_>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
         use rayon::prelude::*;
@@ -270,8 +272,12 @@ impl SessionChecker {
                     LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
                         ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                     }
-                    LineOutcome::Differs { text, expected } => {
-                        ("differs", text, PyArray1::from_vec(py, expected)).into_pyobject(py)?.into_any().unbind()
+                    LineOutcome::Differs { text, expected, actual, record } => {
+                        let record = record.map(|r| (r.session_id, r.turns, r.metadata, r.roles, r.found));
+                        ("differs", text, PyArray1::from_vec(py, expected), PyArray1::from_vec(py, actual), record)
+                            .into_pyobject(py)?
+                            .into_any()
+                            .unbind()
                     }
                 })
             })

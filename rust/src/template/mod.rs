@@ -19,6 +19,7 @@
 //! with it concurrently.
 
 pub mod clock;
+pub mod line;
 pub mod pyfmt;
 pub mod session;
 

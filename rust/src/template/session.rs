@@ -58,11 +58,109 @@ pub enum LineOutcome {
     /// The session's ids equal the fresh render's (after the trailing trim):
     /// no mismatches, nothing to diagnose.
     Clean { session_id: String, turns: usize, num_ids: usize, metadata: Option<String> },
-    /// The ids differ: the render and its ids, for the Python diagnosis.
-    Differs { text: String, expected: Vec<u32> },
+    /// The ids differ: the render, its ids and the session's ids, for the
+    /// Python diagnosis, with what it needs of the record.
+    Differs { text: String, expected: Vec<u32>, actual: Vec<u32>, record: Option<Differing> },
 }
 
 type Step<T> = Result<T, &'static str>;
+
+/// What the diagnosis of a differing session needs of its record besides
+/// the ids, so the Python side need not parse the line again. None in
+/// [`LineOutcome::Differs`] when a message's texts are not plain strings
+/// (then Python reads the record).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Differing {
+    pub session_id: String,
+    pub turns: usize,
+    pub metadata: Option<String>,
+    /// Each message's role.
+    pub roles: Vec<String>,
+    /// Where each message's own text was found in the render, in bytes, as
+    /// `tito_fast.score.scorer` looks it up (`_probes`): its stripped
+    /// content (the first 200 chars), else its stripped reasoning, else its
+    /// first tool call's name, each searched after the previous message's.
+    pub found: Vec<Option<(usize, usize)>>,
+}
+
+/// The texts of a message its render holds verbatim, in the order they are
+/// tried (`_probes` in `tito_fast.score.scorer`); None when Python would
+/// turn a non-string into text for one (then Python looks them up).
+fn probes(m: &serde_json::Map<String, Json>) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let content = match m.get("content") {
+        Some(Json::Array(parts)) => {
+            let mut joined = String::new();
+            for p in parts {
+                if let Json::Object(p) = p {
+                    match p.get("text") {
+                        None => {}
+                        Some(Json::String(t)) => joined.push_str(t),
+                        Some(_) => return None,
+                    }
+                }
+            }
+            Some(joined)
+        }
+        Some(Json::String(c)) => Some(c.clone()),
+        _ => None,
+    };
+    let reasoning = match m.get("reasoning_content") {
+        Some(Json::String(r)) => Some(r.clone()),
+        _ => None,
+    };
+    for value in [content, reasoning].into_iter().flatten() {
+        let stripped = super::pyfmt::strip(&value, None, true, true);
+        if !stripped.is_empty() {
+            out.push(match stripped.char_indices().nth(200) {
+                Some((cut, _)) => stripped[..cut].to_string(),
+                None => stripped.to_string(),
+            });
+        }
+    }
+    match m.get("tool_calls") {
+        None | Some(Json::Null) => {}
+        Some(Json::Array(calls)) => {
+            for call in calls {
+                let name = match call {
+                    Json::Object(c) => match c.get("function") {
+                        Some(Json::Object(f)) => f.get("name"),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(Json::String(n)) = name {
+                    if !n.is_empty() {
+                        out.push(n.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        Some(v) if !truthy(v) => {}
+        Some(_) => return None, // Python would iterate a dict's keys or a string's chars
+    }
+    Some(out)
+}
+
+/// Each message's text in `text`, searched in order after the previous one found.
+fn find_messages(msgs: &[Json], text: &str) -> Option<Vec<Option<(usize, usize)>>> {
+    let mut cursor = 0;
+    let mut out = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let Json::Object(m) = m else { return None };
+        let mut hit = None;
+        for probe in probes(m)? {
+            if let Some(at) = text[cursor..].find(probe.as_str()) {
+                hit = Some((cursor + at, cursor + at + probe.len()));
+                cursor += at + probe.len();
+                break;
+            }
+        }
+        out.push(hit);
+    }
+    Some(out)
+}
 
 /// A JSON value as the template value Python's `json.loads` would give.
 fn to_value(v: &Json) -> Step<Value> {
@@ -223,19 +321,6 @@ fn tools(list: &[Json], policy: ToolPolicy) -> Step<Value> {
     Ok(Value::from(out))
 }
 
-/// The fields of a dump record the check reads. `token_ids` is read straight
-/// into u32 (serde refuses floats, bools, negatives and ids beyond u32:
-/// those lines go to Python); a repeated field is refused too.
-#[derive(serde::Deserialize)]
-struct Line {
-    session_id: Option<Json>,
-    family: Option<Json>,
-    messages: Option<Json>,
-    tools: Option<Json>,
-    token_ids: Option<Vec<u32>>,
-    metadata: Option<Json>,
-}
-
 /// Check one JSONL line of a dump.
 pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> LineOutcome {
     match check(line, template, encoder, setup) {
@@ -245,7 +330,7 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
 }
 
 fn check(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> Step<LineOutcome> {
-    let rec: Line = serde_json::from_slice(line).map_err(|_| "not a record line serde reads as Python does")?;
+    let rec = super::line::scan(line)?;
     let Some(Json::String(session_id)) = &rec.session_id else { return Err("no string session_id") };
     match &rec.family {
         None | Some(Json::Null) => {}
@@ -258,10 +343,14 @@ fn check(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckS
     }
     let mut turns = 0;
     let mut messages = Vec::with_capacity(msgs.len());
+    let mut roles = Vec::with_capacity(msgs.len());
     for m in msgs {
         let Json::Object(m) = m else { return Err("a message that is not an object") };
         match m.get("role") {
-            Some(Json::String(r)) => turns += usize::from(r == "assistant"),
+            Some(Json::String(r)) => {
+                turns += usize::from(r == "assistant");
+                roles.push(r);
+            }
             _ => return Err("a message without a string role"),
         }
         messages.push(message(m)?);
@@ -295,7 +384,14 @@ fn check(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckS
     if expected[..ne] == ids[..na] {
         Ok(LineOutcome::Clean { session_id: session_id.clone(), turns, num_ids: ids.len(), metadata })
     } else {
-        Ok(LineOutcome::Differs { text, expected })
+        let record = find_messages(msgs, &text).map(|found| Differing {
+            session_id: session_id.clone(),
+            turns,
+            metadata,
+            roles: roles.into_iter().cloned().collect(),
+            found,
+        });
+        Ok(LineOutcome::Differs { text, expected, actual: ids, record })
     }
 }
 
@@ -325,6 +421,27 @@ mod tests {
             msg(r#"{"role": "user", "content": null, "x": 123456789012345678901234}"#),
             r#"{"role": "user", "x": 123456789012345678901234}"#
         );
+    }
+
+    #[test]
+    fn messages_found_as_python_finds_them() {
+        let Json::Array(msgs) = serde_json::from_str(
+            r#"[{"role": "user", "content": "  héllo "}, {"role": "assistant", "content": "", "reasoning_content": "think",
+                "tool_calls": [{"function": {"name": "f"}}]}, {"role": "tool", "content": [{"text": "o"}, {"type": "x"}, "s"]},
+                {"role": "user", "content": "missing"}, {"role": "assistant", "content": null, "tool_calls": [{"function": {"name": ""}}, {"function": {"name": "g"}}]}]"#,
+        ).unwrap() else { panic!() };
+        let text = "<u>héllo</u><a>think f</a><t>o</t><a>g</a>";
+        let found = find_messages(&msgs, text).unwrap();
+        let words: Vec<Option<&str>> = found.iter().map(|f| f.map(|(a, b)| &text[a..b])).collect();
+        assert_eq!(words, [Some("héllo"), Some("think"), Some("o"), None, Some("g")]);
+        let Json::Array(odd) = serde_json::from_str(r#"[{"role": "user", "content": [{"text": 1}]}]"#).unwrap() else {
+            panic!()
+        };
+        assert_eq!(find_messages(&odd, text), None);
+        let long = format!(r#"[{{"role": "user", "content": "{}"}}]"#, "é".repeat(300));
+        let Json::Array(long) = serde_json::from_str(&long).unwrap() else { panic!() };
+        let page = "é".repeat(300);
+        assert_eq!(find_messages(&long, &page).unwrap(), [Some((0, 400))]);
     }
 
     #[test]
