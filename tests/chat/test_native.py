@@ -214,3 +214,29 @@ def test_render_many_on_threads_equals_one_by_one() -> None:
     assert t.render_many(contexts, threads=2) == one
     out = t.render_many([{"x": 1}, {"messages": 3}], threads=1)
     assert isinstance(out[1], TemplateRenderError)
+
+
+def test_remembered_tools_and_variables_follow_changes() -> None:
+    """The native path remembers the last tools and template variables; tools
+    or kwargs changed in place between renders still render as given."""
+    tok = fixtures.load_tokenizer("qwen3")
+    tools = json.loads(json.dumps(TOOLS))
+    msgs = [{"role": "user", "content": "hi"}]
+    kwargs: dict[str, Any] = {"enable_thinking": True}
+
+    def both() -> tuple[str, str]:
+        gen = {"add_generation_prompt": True, **kwargs}
+        native = render(tok, msgs, tools=tools, backend="native", none_keys="drop", **gen)
+        return native, render(tok, msgs, tools=tools, backend="hf", **gen)
+
+    first, want = both()
+    assert first == want
+    tools[0]["function"]["description"] = "changed in place"
+    native, want = both()
+    assert native == want and "changed in place" in native
+    tools.append({"type": "function", "function": {"name": "extra", "parameters": {}}})
+    native, want = both()
+    assert native == want and '"extra"' in native
+    kwargs["enable_thinking"] = False  # the same template with other variables
+    thinking_off, want = both()
+    assert thinking_off == want and thinking_off != native

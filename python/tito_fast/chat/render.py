@@ -45,6 +45,7 @@ from typing import Any, Literal
 from tito_fast._core import NativeTemplate, TemplateRenderError
 from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
+from tito_fast.chat.messages import messages_equal
 from tito_fast.chat.tools import ToolPolicy, canonical_tools, plain_copy
 from tito_fast.errors import RenderError
 
@@ -139,7 +140,7 @@ def render(
             version=deepseek.version,
             **template_kwargs,
         )
-    tool_defs = canonical_tools(tools, tool_policy)
+    tool_defs = _canonical_tools_memo(tools, tool_policy) if backend == "native" else canonical_tools(tools, tool_policy)
 
     def once(defs: list[dict[str, Any]] | None) -> str:
         if backend == "hf":
@@ -167,6 +168,7 @@ def render(
                 text = native.render(context)
                 if text is not None:
                     return text
+                context["tools"] = plain_copy(defs)  # the remembered tools stay as they are
             return str(_compile(template).render(**context))
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
@@ -230,11 +232,36 @@ def native_renderer(template: str, variables: dict[str, Any], none_keys: Literal
     """The template on the native renderer, built and probed once per template
     and variables (shared by all threads), or with `reason` set when it must
     render with jinja2."""
+    last = _LAST_NATIVE  # one read: another thread may replace it
+    if last is not None and last[0] is template and last[2] == none_keys and last[1] == variables:
+        return last[3]  # the same template and variables as the last render: no key to build
     try:
         key = json.dumps(variables, sort_keys=True)
     except (TypeError, ValueError):
         return NativeRenderer(None, "the template variables are not plain JSON values")
-    return _native(template, key, none_keys)
+    found = _native(template, key, none_keys)
+    globals()["_LAST_NATIVE"] = (template, plain_copy(variables), none_keys, found)
+    return found
+
+
+#: (template, a copy of the variables, none_keys, renderer) of the last lookup.
+_LAST_NATIVE: tuple[str, dict[str, Any], str, NativeRenderer] | None = None
+#: (policy, a copy of the tools, their canonical form) of the last native render with tools.
+_LAST_TOOLS: tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None] | None = None
+
+
+def _canonical_tools_memo(tools: list[dict[str, Any]] | None, policy: ToolPolicy) -> list[dict[str, Any]] | None:
+    """`canonical_tools`, remembered for the last tools (a session sends the
+    same tools every turn). Only for the native renderer, which never changes
+    what it is given (a jinja2 template could)."""
+    if not tools:
+        return canonical_tools(tools, policy)
+    last = _LAST_TOOLS
+    if last is not None and last[0] == policy and messages_equal(last[1], tools):
+        return last[2]
+    defs = canonical_tools(tools, policy)
+    globals()["_LAST_TOOLS"] = (policy, plain_copy(tools), defs)
+    return defs
 
 
 @functools.lru_cache(maxsize=64)
