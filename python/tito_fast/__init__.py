@@ -31,6 +31,7 @@ from tito_fast._core import (
     merge_tokens,
     trim_trailing,
 )
+from tito_fast.chains import Assembly, Chain, assemble
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import (
     Mismatch,
@@ -77,4 +78,7 @@ __all__ = [
     "get_tito_tokenizer",
     "RollbackError",
     "Trajectory",
+    "assemble",
+    "Assembly",
+    "Chain",
 ]

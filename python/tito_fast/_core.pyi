@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "assemble_calls",
     "TokenBuffer",
     "check_prefix",
     "common_prefix_len",
@@ -532,3 +533,34 @@ class SessionChecker:
         text's (start, end) bytes in the render, or None where it was not found."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""
+
+
+def assemble_calls(
+    prompt: npt.NDArray[np.uint32],
+    prompt_offsets: npt.NDArray[np.int64],
+    completion: npt.NDArray[np.uint32],
+    completion_offsets: npt.NDArray[np.int64],
+    logprobs: npt.NDArray[np.float32],
+    session_offsets: npt.NDArray[np.int64],
+    *,
+    trim_ids: Sequence[int],
+    max_trim: int,
+    realign_window: int,
+    policy: tuple[str, str, str, str],
+    boundary_ids: Sequence[int],
+    threads: int | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """Captured calls of many sessions to chains, on threads with the GIL released
+    (`tito_fast.assemble` is the API). Calls are CSR rows (flat ids, offsets),
+    `logprobs` aligned with `completion` (NaN: none), `session_offsets` cuts the
+    calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
+    Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
+    chain_open, span_offsets, span_start, span_call, call_chain, event_*.
+
+    Example:
+        >>> out = assemble_calls(np.array([1, 2], np.uint32), np.array([0, 2]), np.array([3], np.uint32),
+        ...     np.array([0, 1]), np.array([0.5], np.float32), np.array([0, 1]), trim_ids=[], max_trim=0,
+        ...     realign_window=8, policy=("realign", "fork", "fork", "fork"), boundary_ids=[])
+        >>> out["ids"].tolist(), out["loss_mask"].tolist()
+        ([1, 2, 3], [0, 0, 1])
+    """

@@ -19,6 +19,7 @@
 //!   rendering as transformers' jinja2 setup does).
 
 pub mod added;
+pub mod assemble;
 pub mod batch;
 pub mod bpe;
 pub mod buffer;

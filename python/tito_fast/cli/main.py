@@ -177,6 +177,29 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--width", type=_positive, default=None, help="terminal width (default: detected)")
     diff.add_argument("--context", type=_non_negative, default=1, help="equal segments kept around each difference")
     diff.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    asm = sub.add_parser(
+        "assemble",
+        help="captured LLM calls to trainable chains: loss masks, logprobs, forks where history was rewritten",
+        description="Match every call's prompt against its session's chains (longest common prefix in Rust), extend "
+        "them, and fork, realign or drop where a call does not extend one (retry, seam drift, rewritten history, "
+        "sub-agent); every sampled id is delivered with loss 1 once, or counted as masked or dropped.",
+        parents=[common],
+    )
+    asm.add_argument("calls", help="a .jsonl, .jsonl.gz or .parquet capture file (schema in docs/assemble.md)")
+    asm.add_argument("--tokenizer", help="tokenizer directory or fixture:NAME (trim tolerance, roles, diagnosis)")
+    asm.add_argument("--family", default=None, help="family name (default: the one the tokenizer's template identifies)")
+    asm.add_argument(
+        "--policy", action="append", metavar="POLICY|CAUSE=POLICY", default=None,
+        help="fork, realign or drop for every cause, or CAUSE=POLICY (causes: seam_drift, rollback, rewrite, "
+        "new_root; repeatable); default: seam_drift=realign, the rest fork",
+    )  # fmt: skip
+    asm.add_argument("--realign-window", type=_non_negative, default=8, help="seam drift: within this many ids of a chain's end")
+    asm.add_argument("--out", metavar="CHAINS", help="write the chains to CHAINS (.parquet or .jsonl)")
+    asm.add_argument("--json", metavar="OUT", help="write the summary, events and bad records as JSON ('-' for stdout)")
+    asm.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with plots")
+    asm.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="stop at a bad record (default) or skip it")
+    asm.add_argument("--threads", type=_positive, default=None, help="threads for the matching (default: one per core)")
+    asm.add_argument("--quiet", action="store_true", help="no progress and no table")
     return parser
 
 
@@ -194,6 +217,8 @@ def cli(*args: str) -> int:
             return _score(ns)
         if ns.command == "diff":
             return _diff(ns)
+        if ns.command == "assemble":
+            return _assemble(ns)
         return _demo(ns)
     except KeyboardInterrupt:
         if debug:
@@ -576,6 +601,56 @@ def _verify_template(ns: argparse.Namespace) -> int:
         payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
         _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
     return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
+
+
+def _policy_arg(values: list[str] | None) -> str | dict[str, str] | None:
+    if not values:
+        return None
+    plain = [v for v in values if "=" not in v]
+    if plain and len(values) > 1:
+        raise UsageError("--policy: give one POLICY for every cause, or CAUSE=POLICY items, not both")
+    if plain:
+        return plain[0]
+    return dict(v.split("=", 1) for v in values)
+
+
+def _assemble(ns: argparse.Namespace) -> int:
+    from tito_fast.chains import assemble
+    from tito_fast.chains.output import html_report, summary_json, write_chains
+
+    if ns.out is not None and Path(ns.out).suffix not in (".parquet", ".jsonl"):
+        raise UsageError(f"--out {ns.out}: name it .parquet or .jsonl")
+    _check_outputs({"--out": ns.out, "--json": ns.json, "--report": ns.report}, [ns.calls, ns.tokenizer])
+    policy = _policy_arg(ns.policy)
+    bar = Progress(0, sys.stderr, ns.quiet, verb="assembled", unit="sessions")
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
+
+    start = time.perf_counter()
+    try:
+        a = assemble(
+            ns.calls, family=ns.family, tokenizer=ns.tokenizer, policy=policy, realign_window=ns.realign_window,
+            on_error=ns.on_error, threads=ns.threads, progress=progress,
+        )  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    seconds = time.perf_counter() - start
+    if ns.out:
+        tmp = ns.out + ".tmp" + Path(ns.out).suffix
+        write_chains(a, tmp)
+        Path(tmp).replace(ns.out)
+    if ns.json:
+        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False))
+    if ns.report:
+        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)))
+    if a.bad:
+        _say(ns, f"skipped {len(a.bad)} bad record(s), the first {a.bad[0].source}: {a.bad[0].reason}")
+    if not ns.quiet:
+        table_out = sys.stderr if ns.json == "-" else sys.stdout
+        table_out.write(a.summary.table() + f"\ntime                   {seconds:.2f} s\n")
+    return EXIT_CODES["ok"]
 
 
 def main() -> None:

@@ -7,6 +7,7 @@
 //! position. The kernels are in `kernels`, the classes in their own files.
 
 mod added;
+mod assemble;
 mod buffer;
 mod encoder;
 mod errors;
@@ -23,6 +24,8 @@ use pyo3::prelude::*;
 mod _core {
     #[pymodule_export]
     use super::added::AddedTokenSplitter;
+    #[pymodule_export]
+    use super::assemble::assemble_calls;
     #[pymodule_export]
     use super::buffer::TokenBuffer;
     #[pymodule_export]

@@ -1,0 +1,109 @@
+"""Writing an assembly out: chains as Parquet (list columns) or JSONL, and an HTML report."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tito_fast.chains.core import KINDS, Assembly
+
+
+def write_chains(assembly: Assembly, path: str | Path) -> None:
+    """Every chain as one row: `session_id`, `chain`, `open`, `ids` (uint32),
+    `loss_mask` (uint8), `logprobs` (float32, null where not sampled) and
+    `call_index` (int64) per id; `.parquet` or `.jsonl` by the file name."""
+    p = Path(path)
+    chains = assembly.chains()
+    if p.suffix == ".jsonl":
+        with open(p, "w", encoding="utf-8") as f:
+            for c in chains:
+                f.write(json.dumps(c.to_dict(), ensure_ascii=False) + "\n")
+        return
+    if p.suffix != ".parquet":
+        raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lengths = np.fromiter((len(c) for c in chains), dtype=np.int64, count=len(chains))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32 if lengths.sum() < 2**31 else np.int64))
+    list_of = pa.ListArray if offsets.type == pa.int32() else pa.LargeListArray
+
+    def column(values: list[np.ndarray], dtype: Any, mask_nan: bool = False) -> Any:
+        flat = np.concatenate(values).astype(dtype, copy=False) if values else np.zeros(0, dtype=dtype)
+        arr = pa.array(flat, mask=np.isnan(flat) if mask_nan else None)
+        return list_of.from_arrays(offsets, arr)
+
+    table = pa.table(
+        {
+            "session_id": [c.session_id for c in chains],
+            "chain": pa.array([c.index for c in chains], type=pa.int32()),
+            "open": [c.open for c in chains],
+            "ids": column([c.ids for c in chains], np.uint32),
+            "loss_mask": column([c.loss_mask for c in chains], np.uint8),
+            "logprobs": column([c.logprobs for c in chains], np.float32, mask_nan=True),
+            "call_index": column([c.call_index for c in chains], np.int64),
+        }
+    )
+    pq.write_table(table, p)
+
+
+def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
+    """The summary, the events and the bad records as JSON-ready values."""
+    out: dict[str, Any] = {"summary": assembly.summary.to_dict()}
+    if events:
+        out["events"] = [e.to_dict() for e in assembly.events]
+    out["bad_records"] = [b.to_dict() for b in assembly.bad]
+    return out
+
+
+def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source: str = "") -> str:
+    """A self-contained HTML page: the summary, chains per session, where forks
+    happen (by cause, and by call), the share of sampled ids delivered, events."""
+    from tito_fast.score.report import _CSS, bar_chart, column_chart
+
+    e = html.escape
+    s = assembly.summary
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{_CSS}</style></head><body>"]
+    out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)}</div><h2>Summary</h2><table>")
+    for line in s.table().splitlines():
+        k, _, v = line.partition("  ")
+        out.append(f"<tr><th>{e(k.strip())}</th><td>{e(v.strip())}</td></tr>")
+    out.append("</table><h2>Plots</h2><div class='plots'>")
+    per = sorted(s.chains_per_session.items())
+    out.append(column_chart("sessions by number of chains", [str(k) for k, _ in per], [float(v) for _, v in per], percent=False, xlabel="chains in the session"))
+    share = [("delivered (loss 1)", s.delivered_ids)] + [(f"masked: {k}", v) for k, v in s.masked_by_cause.items()]
+    share += [(f"dropped: {k}", v) for k, v in s.dropped_by_cause.items()]
+    total = max(s.sampled_ids, 1)
+    out.append(bar_chart("where the sampled ids went", [k for k, _ in share], [v / total for _, v in share]))
+    kinds = [k for k in KINDS if s.events_by_kind.get(k)]
+    out.append(bar_chart("events by kind", kinds, [float(s.events_by_kind[k]) for k in kinds], percent=False))
+    at_call = Counter(e.call_index for e in assembly.events if e.policy == "fork")
+    if at_call:
+        top = max(at_call)
+        xs = list(range(top + 1))
+        out.append(column_chart("forks by call index", [str(x) for x in xs], [float(at_call.get(x, 0)) for x in xs], percent=False, xlabel="call_index"))
+    out.append("</div>")
+    shown = assembly.events[:200]
+    out.append(f"<h2>Events ({len(assembly.events):,}{', the first 200' if len(assembly.events) > 200 else ''})</h2>")
+    out.append("<table><tr><th>session</th><th>call</th><th>kind</th><th>policy</th><th>chain → chain</th><th>position</th>"
+               "<th>message</th><th>diagnosis</th><th>removed / masked / dropped</th></tr>")  # fmt: skip
+    for ev in shown:
+        where = "" if ev.message_index is None else f"{ev.message_index} ({ev.role})"
+        out.append(
+            f"<tr><td>{e(ev.session_id)}</td><td>{ev.call_index}</td><td>{e(ev.kind)}</td><td>{e(ev.policy)}</td>"
+            f"<td>{ev.chain} → {ev.to_chain}</td><td>{ev.position:,}</td><td>{e(where)}</td><td>{e(ev.diagnosis or '')}</td>"
+            f"<td>{ev.removed} / {ev.masked} / {ev.dropped}</td></tr>"
+        )
+    out.append("</table>")
+    if assembly.bad:
+        out.append(f"<h2>Bad records ({len(assembly.bad):,})</h2><table><tr><th>record</th><th>session</th><th>reason</th></tr>")
+        for b in assembly.bad[:200]:
+            out.append(f"<tr><td>{e(b.source)}</td><td>{e(str(b.session_id))}</td><td>{e(b.reason)}</td></tr>")
+        out.append("</table>")
+    out.append("</body></html>")
+    return "\n".join(out)

@@ -1,0 +1,189 @@
+"""A plain-Python implementation of call assembly, written from the spec of
+`tito_fast.chains` (lists, no numpy, no Rust): the parity reference of the
+tests and the baseline of `benches/bench_assemble.py`.
+
+`assemble_session(calls, ...)` takes one session's calls in order as
+`(prompt_ids, completion_ids, logprobs)` lists and returns its chains and
+events as plain dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+Policy = str  # "fork" | "realign" | "drop"
+
+
+def _lcp(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _first_block_end(ids: list[int], boundary: set[int]) -> int:
+    if not boundary:
+        return len(ids)
+    for i in range(1, len(ids)):
+        if ids[i] in boundary:
+            return i
+    return len(ids)
+
+
+class _Chain:
+    def __init__(self, first_block_end: int) -> None:
+        self.ids: list[int] = []
+        self.loss: list[int] = []
+        self.logprobs: list[float] = []
+        self.calls: list[int] = []  # per id: the call that added it
+        self.prompt_ends: list[int] = []  # per call in the chain
+        self.first_block_end = first_block_end
+        self.open = True
+
+    def cut(self, at: int) -> int:
+        masked = sum(self.loss[at:])
+        del self.ids[at:], self.loss[at:], self.logprobs[at:], self.calls[at:]
+        self.prompt_ends = [min(p, at) for p in self.prompt_ends]
+        return masked
+
+    def add(self, call: int, prompt: list[int], completion: list[int], lps: list[float], start: int) -> None:
+        new = prompt[start:]
+        self.ids += new
+        self.loss += [0] * len(new)
+        self.logprobs += [math.nan] * len(new)
+        self.calls += [call] * len(new)
+        self.prompt_ends.append(len(self.ids))
+        self.ids += completion
+        self.loss += [1] * len(completion)
+        self.logprobs += list(lps)
+        self.calls += [call] * len(completion)
+
+
+def assemble_session(
+    calls: list[tuple[list[int], list[int], list[float]]],
+    *,
+    trim: set[int] | frozenset[int] = frozenset(),
+    max_trim: int = 0,
+    realign_window: int = 8,
+    policy: Mapping[str, Policy] | None = None,
+    boundary: set[int] | frozenset[int] = frozenset(),
+) -> dict[str, Any]:
+    """One session's chains (`ids`, `loss`, `logprobs`, `calls`, `open`), its
+    events and the chain of each call (-1: dropped)."""
+    pol = policy or {"seam_drift": "realign", "rollback": "fork", "rewrite": "fork", "new_root": "fork"}
+    chains: list[_Chain] = []
+    events: list[dict[str, Any]] = []
+    call_chain: list[int] = []
+    last: int | None = None
+    for c, (prompt, completion, lps) in enumerate(calls):
+        # every open chain: how far the prompt follows it
+        candidates = [(k, _lcp(ch.ids, prompt)) for k, ch in enumerate(chains) if ch.open]
+        extends = None
+        for k, l in candidates:
+            ch = chains[k]
+            n = len(ch.ids)
+            whole = l == n
+            trimmed = n - l <= max_trim and all(x in trim for x in ch.ids[l:]) and l < len(prompt)
+            if whole or trimmed:
+                if extends is None or extends[1] < l or (extends[1] == l and k == last and extends[0] != last):
+                    extends = (k, l)
+        if extends is not None:
+            k, l = extends
+            ch = chains[k]
+            removed = len(ch.ids) - l
+            masked = ch.cut(l)
+            ch.add(c, prompt, completion, lps, l)
+            if removed or last != k:
+                events.append({"call": c, "kind": "extend", "policy": "extend", "chain": k, "to_chain": k,
+                               "position": l, "removed": removed, "masked": masked, "dropped": 0})  # fmt: skip
+            call_chain.append(k)
+            last = k
+            continue
+        best = None
+        for k, l in candidates:
+            if best is None or best[1] < l or (best[1] == l and k == last and best[0] != last):
+                best = (k, l)
+        if best is None:
+            ch = _Chain(_first_block_end(prompt, set(boundary)))
+            ch.add(c, prompt, completion, lps, 0)
+            chains.append(ch)
+            if c > 0:
+                events.append({"call": c, "kind": "new_root", "policy": "fork", "chain": None, "to_chain": len(chains) - 1,
+                               "position": 0, "removed": 0, "masked": 0, "dropped": 0})  # fmt: skip
+            call_chain.append(len(chains) - 1)
+            last = len(chains) - 1
+            continue
+        k, l = best
+        ch = chains[k]
+        n = len(ch.ids)
+        if l == len(prompt):
+            kind = "rollback"
+        elif n - l <= realign_window and l >= (ch.prompt_ends[-1] if ch.prompt_ends else 0):
+            kind = "seam_drift"
+        elif l < ch.first_block_end:
+            kind = "new_root"
+        else:
+            kind = "rewrite"
+        p = pol[kind]
+        ev = {"call": c, "kind": kind, "policy": p, "chain": k, "to_chain": None, "position": l, "removed": 0, "masked": 0, "dropped": 0}
+        if p == "drop":
+            ev["dropped"] = len(completion)
+            call_chain.append(-1)
+        elif p == "realign":
+            ev["removed"] = n - l
+            ev["masked"] = ch.cut(l)
+            ch.add(c, prompt, completion, lps, l)
+            ev["to_chain"] = k
+            call_chain.append(k)
+            last = k
+        else:
+            if kind != "new_root":
+                ch.open = False
+            fresh = _Chain(_first_block_end(prompt, set(boundary)))
+            fresh.add(c, prompt, completion, lps, 0)
+            chains.append(fresh)
+            ev["to_chain"] = len(chains) - 1
+            call_chain.append(len(chains) - 1)
+            last = len(chains) - 1
+        events.append(ev)
+    return {
+        "chains": [
+            {"ids": ch.ids, "loss": ch.loss, "logprobs": ch.logprobs, "calls": ch.calls, "open": ch.open} for ch in chains
+        ],
+        "events": events,
+        "call_chain": call_chain,
+    }
+
+
+def check_invariant(calls: list[tuple[list[int], list[int], list[float]]], out: dict[str, Any]) -> None:
+    """Assert the spec's invariant on one assembled session: every id with
+    loss 1 follows exactly its call's prompt and the completion ids before
+    it, with the engine's logprob; each call's sampled ids are emitted in one
+    chain at most; emitted + masked + dropped = sampled."""
+    emitted = [0] * len(calls)
+    for ch in out["chains"]:
+        ids, loss, lps, who = ch["ids"], ch["loss"], ch["logprobs"], ch["calls"]
+        for q, (flag, c) in enumerate(zip(loss, who)):
+            if not flag:
+                continue
+            prompt, completion, elps = calls[c]
+            j = q - len(prompt)
+            assert 0 <= j < len(completion), (c, q)
+            assert ids[:q] == prompt + completion[:j], f"call {c}: the ids before sampled id {q} are not its prompt + completion"
+            assert ids[q] == completion[j]
+            same = (math.isnan(lps[q]) and math.isnan(elps[j])) or lps[q] == elps[j]
+            assert same, f"call {c}: logprob at {q}"
+            emitted[c] += 1
+    per_chain: dict[int, int] = {}
+    for k, ch in enumerate(out["chains"]):
+        for c, f in zip(ch["calls"], ch["loss"]):
+            if f:
+                per_chain.setdefault(c, k)
+                assert per_chain[c] == k, f"call {c}: sampled ids in two chains"
+    masked = sum(e["masked"] for e in out["events"])
+    dropped = sum(e["dropped"] for e in out["events"])
+    sampled = sum(len(c[1]) for c in calls)
+    assert sum(emitted) + masked + dropped == sampled, (sum(emitted), masked, dropped, sampled)

@@ -1,0 +1,183 @@
+//! `assemble_calls`: captured calls of many sessions to chains, on rayon
+//! threads with the GIL released (`crate::assemble`).
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::errors::input_error;
+use super::threads_arg;
+use crate::assemble::{assemble_many, Assembled, Calls, Options, Policy};
+use crate::batch::with_threads;
+
+fn offsets(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult<Vec<usize>> {
+    if off.first() != Some(&0) {
+        return Err(input_error(py, name, Some(0), "must start at 0"));
+    }
+    let mut out = Vec::with_capacity(off.len());
+    for (i, &o) in off.iter().enumerate() {
+        if i > 0 && o < off[i - 1] {
+            return Err(input_error(py, name, Some(i), &format!("decreases ({} after {})", o, off[i - 1])));
+        }
+        out.push(usize::try_from(o).map_err(|_| input_error(py, name, Some(i), "is negative"))?);
+    }
+    if out.last() != Some(&n_values) {
+        return Err(input_error(
+            py,
+            name,
+            Some(off.len() - 1),
+            &format!("must end at the number of values ({n_values})"),
+        ));
+    }
+    Ok(out)
+}
+
+fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
+    match name {
+        "fork" => Ok(Policy::Fork),
+        "realign" => Ok(Policy::Realign),
+        "drop" => Ok(Policy::Drop),
+        _ => Err(input_error(py, "policy", None, &format!("must be 'fork', 'realign' or 'drop', got {name:?}"))),
+    }
+}
+
+/// Assemble the calls of many sessions into chains (see `tito_fast.assemble`).
+///
+/// Calls are CSR batches: `prompt` / `prompt_offsets`, `completion` /
+/// `completion_offsets` (one row per call), `logprobs` aligned with
+/// `completion` (NaN where the engine gave none); `session_offsets` cuts the
+/// calls into sessions, each in call order. `policy`: the policies of seam
+/// drift, rollback, rewrite and new root. Returns a dict of arrays (chains,
+/// their ids, loss masks, logprobs, call spans, per-call chain and events).
+#[pyfunction]
+#[pyo3(signature = (prompt, prompt_offsets, completion, completion_offsets, logprobs, session_offsets, *, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn assemble_calls<'py>(
+    py: Python<'py>,
+    prompt: PyReadonlyArray1<'py, u32>,
+    prompt_offsets: PyReadonlyArray1<'py, i64>,
+    completion: PyReadonlyArray1<'py, u32>,
+    completion_offsets: PyReadonlyArray1<'py, i64>,
+    logprobs: PyReadonlyArray1<'py, f32>,
+    session_offsets: PyReadonlyArray1<'py, i64>,
+    trim_ids: Vec<u32>,
+    max_trim: usize,
+    realign_window: usize,
+    policy: (String, String, String, String),
+    boundary_ids: Vec<u32>,
+    threads: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let threads = threads_arg(threads)?;
+    let p = prompt.as_slice().map_err(|_| input_error(py, "prompt", None, "must be a contiguous array"))?;
+    let c = completion.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
+    let lp = logprobs.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
+    let po = prompt_offsets.as_slice().map_err(|_| input_error(py, "prompt_offsets", None, "must be contiguous"))?;
+    let co =
+        completion_offsets.as_slice().map_err(|_| input_error(py, "completion_offsets", None, "must be contiguous"))?;
+    let so = session_offsets.as_slice().map_err(|_| input_error(py, "session_offsets", None, "must be contiguous"))?;
+    if lp.len() != c.len() {
+        return Err(input_error(
+            py,
+            "logprobs",
+            None,
+            &format!("has {} values for {} completion ids", lp.len(), c.len()),
+        ));
+    }
+    let po = offsets(py, "prompt_offsets", po, p.len())?;
+    let co = offsets(py, "completion_offsets", co, c.len())?;
+    if po.len() != co.len() {
+        return Err(input_error(py, "completion_offsets", None, "must describe as many calls as prompt_offsets"));
+    }
+    let so = offsets(py, "session_offsets", so, po.len() - 1)?;
+    let opt = Options {
+        trim: trim_ids,
+        max_trim,
+        realign_window,
+        policy: [
+            policy_arg(py, &policy.0)?,
+            policy_arg(py, &policy.1)?,
+            policy_arg(py, &policy.2)?,
+            policy_arg(py, &policy.3)?,
+        ],
+        boundary: boundary_ids,
+    };
+    let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
+    let calls = Calls { prompt: p, prompt_off: &po, completion: c, completion_off: &co, logprobs: lp };
+    let results = py.detach(|| with_threads(threads, || assemble_many(&calls, &sessions, &opt)));
+    let mut done: Vec<Assembled> = Vec::with_capacity(results.len());
+    for (s, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(a) => done.push(a),
+            Err(b) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "assembly broke its invariant in session {s}, call {}: {} (a bug in tito_fast; please report it)",
+                    b.call, b.what
+                )))
+            }
+        }
+    }
+    to_arrays(py, &done, &sessions)
+}
+
+fn to_arrays<'py>(py: Python<'py>, done: &[Assembled], sessions: &[(usize, usize)]) -> PyResult<Bound<'py, PyDict>> {
+    let n_ids: usize = done.iter().flat_map(|a| &a.chains).map(|c| c.ids.len()).sum();
+    let n_chains: usize = done.iter().map(|a| a.chains.len()).sum();
+    let (mut ids, mut loss, mut lps) =
+        (Vec::with_capacity(n_ids), Vec::with_capacity(n_ids), Vec::with_capacity(n_ids));
+    let (mut chain_session, mut chain_off, mut chain_open) = (Vec::with_capacity(n_chains), vec![0i64], Vec::new());
+    let (mut span_off, mut span_start, mut span_call) = (vec![0i64], Vec::new(), Vec::new());
+    let mut call_chain = Vec::new();
+    let mut ev: [Vec<i64>; 9] = Default::default();
+    let mut base_chain = 0i64;
+    for (s, (a, &(first_call, _))) in done.iter().zip(sessions).enumerate() {
+        for ch in &a.chains {
+            ids.extend_from_slice(&ch.ids);
+            loss.extend_from_slice(&ch.loss);
+            lps.extend_from_slice(&ch.logprobs);
+            chain_session.push(s as i64);
+            chain_off.push(ids.len() as i64);
+            chain_open.push(ch.open);
+            for &(start, call) in &ch.spans {
+                span_start.push(start as i64);
+                span_call.push((first_call + call as usize) as i64);
+            }
+            span_off.push(span_start.len() as i64);
+        }
+        call_chain.extend(a.call_chain.iter().map(|&k| if k < 0 { -1 } else { base_chain + k }));
+        for e in &a.events {
+            let global = |k: i64| if k < 0 { -1 } else { base_chain + k };
+            let row = [
+                (first_call + e.call as usize) as i64,
+                e.kind as i64,
+                e.policy as i64,
+                global(e.chain),
+                global(e.to_chain),
+                e.position as i64,
+                e.removed as i64,
+                e.masked as i64,
+                e.dropped as i64,
+            ];
+            for (col, v) in ev.iter_mut().zip(row) {
+                col.push(v);
+            }
+        }
+        base_chain += a.chains.len() as i64;
+    }
+    let d = PyDict::new(py);
+    d.set_item("ids", PyArray1::from_vec(py, ids))?;
+    d.set_item("loss_mask", PyArray1::from_vec(py, loss))?;
+    d.set_item("logprobs", PyArray1::from_vec(py, lps))?;
+    d.set_item("chain_session", PyArray1::from_vec(py, chain_session))?;
+    d.set_item("chain_offsets", PyArray1::from_vec(py, chain_off))?;
+    d.set_item("chain_open", PyArray1::from_vec(py, chain_open))?;
+    d.set_item("span_offsets", PyArray1::from_vec(py, span_off))?;
+    d.set_item("span_start", PyArray1::from_vec(py, span_start))?;
+    d.set_item("span_call", PyArray1::from_vec(py, span_call))?;
+    d.set_item("call_chain", PyArray1::from_vec(py, call_chain))?;
+    let names = ["call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped"];
+    for (name, col) in names.iter().zip(ev) {
+        d.set_item(format!("event_{name}"), PyArray1::from_vec(py, col))?;
+    }
+    Ok(d)
+}

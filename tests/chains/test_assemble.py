@@ -1,0 +1,197 @@
+"""`tito_fast.assemble` against the plain-Python reference written from the
+spec (`tito_fast.testing.assemble_reference`), on call logs generated with
+planted retries, seam drifts, trimmed seams, compactions, rewritten history
+and sub-agents; the invariant on every emitted chain; clear errors."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tito_fast import assemble
+from tito_fast.chains import CallsError, resolve_policy
+from tito_fast.chains.core import _Family
+from tito_fast.testing import assemble_reference as ref
+
+B = 100  # a message block marker
+END = 9  # a trailing id the family may trim
+NAN = float("nan")
+
+
+def _text(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(1, 99) for _ in range(n)]
+
+
+def call_log(seed: int, n_calls: int = 12) -> list[dict[str, Any]]:
+    """One session's calls: an agent loop with planted events (each call's prompt
+    is its history plus an assistant opener; completions end with END)."""
+    rng = random.Random(seed)
+    calls: list[dict[str, Any]] = []
+    main = [B, *_text(rng, 4), B, *_text(rng, 6)]  # system, user
+    sub: list[int] | None = None
+    for _ in range(n_calls):
+        event = rng.choices(["plain", "retry", "drift", "trim", "compact", "rewrite", "sub", "nolp"], [8, 1, 1, 1, 1, 1, 1, 1])[0]
+        if event == "sub":  # a sub-agent: its own system prompt, a few calls, then back
+            sub = [B, 50, *_text(rng, 3), B, *_text(rng, 2)]
+            for _ in range(rng.randrange(1, 3)):
+                prompt = [*sub, B]
+                completion = [*_text(rng, 3), END]
+                calls.append(_call(rng, prompt, completion))
+                sub = [*prompt, *completion, B, *_text(rng, 2)]
+            continue
+        if event == "compact":
+            main = [*main[:6], B, *_text(rng, 3)]  # system kept, the rest summarised
+        if event == "rewrite" and len(main) > 12:
+            at = rng.randrange(7, len(main) - 2)
+            main = [*main[:at], rng.randrange(1, 99), *main[at + 1 :]]
+        prompt = [*main, B]
+        completion = [*_text(rng, rng.randrange(0, 6)), END]
+        calls.append(_call(rng, prompt, completion, logprobs=event != "nolp"))
+        if event == "retry":  # the same prompt again, another completion
+            completion = [*_text(rng, 3), END]
+            calls.append(_call(rng, prompt, completion))
+        tail = completion
+        if event == "drift":
+            tail = [*completion[:-2], rng.randrange(1, 99), END] if len(completion) >= 2 else [7, END]
+        if event == "trim":
+            tail = completion[:-1]
+        main = [*prompt, *tail, B, *_text(rng, rng.randrange(1, 5))]
+    return calls
+
+
+def _call(rng: random.Random, prompt: list[int], completion: list[int], logprobs: bool = True) -> dict[str, Any]:
+    lps: list[float | None] | None = [round(-rng.random() * 5, 3) for _ in completion] if logprobs else None
+    if lps and rng.random() < 0.2:
+        lps[0] = None
+    return {"prompt_ids": prompt, "completion_ids": completion, "completion_logprobs": lps}
+
+
+def _records(logs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    out = []
+    for s, log in enumerate(logs):
+        for k, c in enumerate(log):
+            out.append({"session_id": f"s{s}", "call_index": k, **c})
+    random.Random(len(out)).shuffle(out)  # any order in the file: call_index orders them
+    return out
+
+
+def _ref_calls(log: list[dict[str, Any]]) -> list[tuple[list[int], list[int], list[float]]]:
+    return [
+        (c["prompt_ids"], c["completion_ids"], [NAN if x is None else float(np.float32(x)) for x in (c["completion_logprobs"] or [None] * len(c["completion_ids"]))])
+        for c in log
+    ]
+
+
+def _as_ref(a: Any, sid: str) -> dict[str, Any]:
+    chains = a.sessions[sid]
+    return {
+        "chains": [
+            {"ids": c.ids.tolist(), "loss": c.loss_mask.tolist(), "logprobs": c.logprobs.tolist(), "calls": c.call_index.tolist(), "open": c.open}
+            for c in chains
+        ],
+        "events": [
+            {
+                "call": e.call_index, "kind": e.kind, "policy": e.policy, "chain": e.chain, "to_chain": e.to_chain,
+                "position": e.position, "removed": e.removed, "masked": e.masked, "dropped": e.dropped,
+            }  # fmt: skip
+            for e in a.events
+            if e.session_id == sid
+        ],
+    }
+
+
+def _same(x: Any, y: Any) -> bool:
+    if isinstance(x, float) and isinstance(y, float):
+        return (math.isnan(x) and math.isnan(y)) or x == y
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    return bool(x == y)
+
+
+def _no_tokenizer_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trim ids and markers of the generated logs, without a tokenizer."""
+    monkeypatch.setattr("tito_fast.chains.core._family", lambda tok, fam: _Family([END], 1, [B], None, None))
+
+
+POLICIES = [None, "fork", "drop", {"seam_drift": "fork", "rewrite": "drop"}, {"rollback": "drop", "new_root": "drop"}]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), sessions=st.integers(1, 4), policy=st.sampled_from(POLICIES), window=st.sampled_from([0, 2, 8]))
+def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: int, policy: Any, window: int) -> None:
+    mp = pytest.MonkeyPatch()
+    _no_tokenizer_family(mp)
+    try:
+        logs = [call_log(seed + s, 6 + (seed + s) % 10) for s in range(sessions)]
+        a = assemble(_records(logs), policy=policy, realign_window=window, threads=2)
+    finally:
+        mp.undo()
+    pol = resolve_policy(policy)
+    for s, log in enumerate(logs):
+        calls = _ref_calls(log)
+        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B})
+        got = _as_ref(a, f"s{s}")
+        assert _same(got["chains"], want["chains"])
+        assert _same(got["events"], want["events"])
+        ref.check_invariant(calls, got)
+    total = sum(len(c["completion_ids"]) for log in logs for c in log)
+    sm = a.summary
+    assert sm.sampled_ids == total
+    assert sm.delivered_ids + sum(sm.masked_by_cause.values()) + sum(sm.dropped_by_cause.values()) == total
+
+
+def test_planted_events_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_tokenizer_family(monkeypatch)
+    sys_, user = [B, 1, 2], [B, 3, 4, 5]
+    c1 = ([*sys_, *user, B], [10, 11, 12, END])
+    tool = [B, 20, 21]
+    c2 = ([*c1[0], *c1[1], *tool, B], [13, END])  # extends
+    c3 = (c2[0], [14, 15, END])  # retry of c2
+    c4 = ([*c2[0], 14, 7, END, B, 22, B], [16, END])  # seam drift: 15 re-rendered as 7 (realigned)
+    c5 = ([B, 50, 51, B, 52, B], [53, END])  # a sub-agent
+    c6 = ([*sys_, B, 60, 61, B], [17, END])  # compaction: rewrite
+    log = [{"prompt_ids": p, "completion_ids": c, "completion_logprobs": None} for p, c in (c1, c2, c3, c4, c5, c6)]
+    a = assemble([{"session_id": "x", **c} for c in log])
+    kinds = [(e.call_index, e.kind, e.policy) for e in a.events]
+    assert kinds == [(2, "rollback", "fork"), (3, "seam_drift", "realign"), (4, "new_root", "fork"), (5, "rewrite", "fork")]
+    chains = a.sessions["x"]
+    assert len(chains) == 4 and [c.open for c in chains] == [False, False, True, True]
+    assert a.events[1].masked == 2 and a.events[1].removed == 2  # the sampled 15, END replaced by the prompt's 7, END
+    assert a.summary.masked_by_cause == {"seam_drift": 2}
+    assert a.summary.forks_by_cause == {"rollback": 1, "new_root": 1, "rewrite": 1}
+    assert a.summary.chains_per_session == {4: 1}
+
+
+def test_python_objects_files_and_errors(tmp_path: Any) -> None:
+    good = {"session_id": "s", "call_index": 0, "prompt_ids": [1, 2], "completion_ids": [3], "completion_logprobs": [-0.5]}
+    a = assemble([good])
+    assert a.sessions["s"][0].logprobs.tolist()[-1] == -0.5
+    with pytest.raises(CallsError, match="prompt_ids"):
+        assemble([{"session_id": "s", "completion_ids": [1]}])
+    with pytest.raises(CallsError, match=r"completion_logprobs' has 2 values for 1"):
+        assemble([{**good, "completion_logprobs": [0.1, 0.2]}])
+    with pytest.raises(CallsError, match=r"prompt_ids\[1\] = -1"):
+        assemble([{**good, "prompt_ids": [1, -1]}])
+    with pytest.raises(CallsError, match="call_index 0 repeats"):
+        assemble([good, good])
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"session_id": "s", "prompt_ids": [1], "completion_ids": [2]}\nnot json\n{"session_id": "t"}\n')
+    with pytest.raises(CallsError, match="calls.jsonl:2: invalid JSON"):
+        assemble(path)
+    skipped = assemble(path, on_error="skip")
+    assert [b.source for b in skipped.bad] == ["calls.jsonl:2", "calls.jsonl:3"] and skipped.summary.bad_records == 2
+    assert skipped.summary.sessions == 1
+    with pytest.raises(ValueError, match="realign' applies to seam drift only"):
+        assemble([good], policy={"rewrite": "realign"})
+    with pytest.raises(ValueError, match="unknown cause"):
+        assemble([good], policy={"retry": "fork"})
+    with pytest.raises(ValueError, match="realign_window"):
+        assemble([good], realign_window=-1)
