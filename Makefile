@@ -17,6 +17,8 @@ example: $(BIN)/python
 		--report example-report/qwen3.html --markdown example-report/qwen3.md --json example-report/qwen3.json
 	$(BIN)/tito-fast score examples/glm47_dump.jsonl --tokenizer fixture:glm47 --family glm47 \
 		--report example-report/glm47.html --markdown example-report/glm47.md --json example-report/glm47.json
+	$(BIN)/tito-fast assemble examples/qwen3_calls.jsonl --tokenizer fixture:qwen3 --family qwen3 \
+		--out example-report/qwen3_chains.parquet --report example-report/qwen3_chains.html --json example-report/qwen3_chains.json
 	@echo "reports: example-report/qwen3.html example-report/glm47.html"
 
 ## demo: build and install tito_fast (release), then find planted faults in generated sessions

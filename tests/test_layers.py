@@ -20,7 +20,7 @@ import tito_fast
 from tito_fast import _compat
 
 ROOT = Path(tito_fast.__file__).parent
-LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "cli"]
+LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "chains", "cli"]
 
 
 def _module_name(path: Path) -> str:

@@ -55,7 +55,7 @@ DETACH_MIN: Final[int]
 
 #: What the session check gives of a differing session's record: (session_id,
 #: turns, metadata JSON, roles, found); see `SessionChecker.check_lines`.
-DifferingRecord: TypeAlias = tuple[str, int, str | None, list[str], list[tuple[int, int] | None]]
+_DifferingRecord: TypeAlias = tuple[str, int, str | None, list[str], list[tuple[int, int] | None]]
 
 class TokenInputError(ValueError):
     """Token ids that cannot be used: not integers, out of [0, 2**32-1], or not a flat sequence.
@@ -524,7 +524,7 @@ class SessionChecker:
         self, lines: list[bytes], *, threads: int | None = None
     ) -> list[
         tuple[str, str, int, int, str | None]
-        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32], DifferingRecord | None]
+        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32], _DifferingRecord | None]
         | None
     ]:
         """Per line: None (Python path), ("clean", session_id, turns, num_ids, metadata JSON) or
@@ -558,6 +558,8 @@ def assemble_calls(
     chain_open, span_offsets, span_start, span_call, call_chain, event_*.
 
     Example:
+        >>> import numpy as np
+        >>> from tito_fast._core import assemble_calls
         >>> out = assemble_calls(np.array([1, 2], np.uint32), np.array([0, 2]), np.array([3], np.uint32),
         ...     np.array([0, 1]), np.array([0.5], np.float32), np.array([0, 1]), trim_ids=[], max_trim=0,
         ...     realign_window=8, policy=("realign", "fork", "fork", "fork"), boundary_ids=[])

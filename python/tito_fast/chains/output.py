@@ -26,30 +26,37 @@ def write_chains(assembly: Assembly, path: str | Path) -> None:
         return
     if p.suffix != ".parquet":
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    pq.write_table(chains_table(assembly), p)
+
+
+def chains_table(assembly: Assembly) -> Any:
+    """The chains as a pyarrow Table, one row per chain (the columns of `write_chains`)."""
+    import pyarrow as pa
+
+    chains = assembly.chains()
     lengths = np.fromiter((len(c) for c in chains), dtype=np.int64, count=len(chains))
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32 if lengths.sum() < 2**31 else np.int64))
-    list_of = pa.ListArray if offsets.type == pa.int32() else pa.LargeListArray
+    big = int(lengths.sum()) >= 2**31
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64 if big else np.int32))
+    list_of = pa.LargeListArray if big else pa.ListArray
 
     def column(values: list[np.ndarray], dtype: Any, mask_nan: bool = False) -> Any:
         flat = np.concatenate(values).astype(dtype, copy=False) if values else np.zeros(0, dtype=dtype)
         arr = pa.array(flat, mask=np.isnan(flat) if mask_nan else None)
         return list_of.from_arrays(offsets, arr)
 
-    table = pa.table(
+    return pa.table(
         {
-            "session_id": [c.session_id for c in chains],
+            "session_id": pa.array([c.session_id for c in chains], type=pa.string()),
             "chain": pa.array([c.index for c in chains], type=pa.int32()),
-            "open": [c.open for c in chains],
+            "open": pa.array([c.open for c in chains], type=pa.bool_()),
             "ids": column([c.ids for c in chains], np.uint32),
             "loss_mask": column([c.loss_mask for c in chains], np.uint8),
             "logprobs": column([c.logprobs for c in chains], np.float32, mask_nan=True),
             "call_index": column([c.call_index for c in chains], np.int64),
         }
     )
-    pq.write_table(table, p)
 
 
 def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
@@ -64,11 +71,11 @@ def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
 def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source: str = "") -> str:
     """A self-contained HTML page: the summary, chains per session, where forks
     happen (by cause, and by call), the share of sampled ids delivered, events."""
-    from tito_fast.score.report import _CSS, bar_chart, column_chart
+    from tito_fast.score.report import CSS, bar_chart, column_chart
 
     e = html.escape
     s = assembly.summary
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{_CSS}</style></head><body>"]
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{CSS}</style></head><body>"]
     out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)}</div><h2>Summary</h2><table>")
     for line in s.table().splitlines():
         k, _, v = line.partition("  ")

@@ -300,6 +300,9 @@ table{border-collapse:collapse} td,th{padding:3px 10px;border-bottom:1px solid #
 .del{background:#ffc9c9;color:#7a0b0b}.ins{background:#c6f0c2;color:#0b5a12}
 .meta{font:12px monospace;color:#555}\n.head div{font:600 12px system-ui,sans-serif;color:#333}.verdict p{margin:4px 0}
 """
+#: The report pages' style sheet (shared with `tito-fast assemble --report`).
+CSS = _CSS
+
 
 
 def _item_label(it: Any) -> str:

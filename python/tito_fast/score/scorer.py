@@ -44,7 +44,7 @@ from tito_fast.score.dump import Record, json_safe
 from tito_fast.tokenizer.added import AddedTokenSplitter
 
 if TYPE_CHECKING:
-    from tito_fast._core import DifferingRecord
+    from tito_fast._core import _DifferingRecord as DifferingRecord
 
 Mode = Literal["fast", "full"]
 CONTEXT_IDS = 24  # ids of context kept on each side of a reported difference

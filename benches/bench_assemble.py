@@ -1,0 +1,129 @@
+"""Assembling captured calls into chains: tito_fast vs the plain-Python algorithm.
+
+Sessions of 50 calls, each prompt the previous prompt and completion plus a
+tool result (about 150 ids a call, so the last prompt holds about 7,500
+ids), with a retry, a seam drift, a compaction and a sub-agent call planted
+in every tenth session. `python`: `tito_fast.testing.assemble_reference`
+(the same algorithm written from the spec with lists) on the calls as lists;
+`tito_fast`: `assemble()` on the same calls as `Call` objects with uint32
+arrays (everything: grouping, the Rust matching on all cores, the checks, the
+chains); `tito_fast_matching_1_thread`: the Rust matching alone on one thread
+(`assemble_calls` on the calls as CSR arrays), whose prompt ids per second
+is the matching's speed per core. Identical chains are asserted.
+Sessions: `TITO_FAST_BENCH_SESSIONS` (default 1,000 at full size).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tito_fast._core import assemble_calls
+from tito_fast.chains import Call, assemble
+from tito_fast.chains.calls import group_sessions
+from tito_fast.chains.core import DEFAULT_POLICY, _csr, _Family
+from tito_fast.testing import assemble_reference as ref
+
+B, END = 100, 9
+
+
+def _session(seed: int, calls: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    planted = seed % 10 == 0
+    history = np.concatenate([[B], rng.integers(10, 50_000, 40), [B], rng.integers(10, 50_000, 60)]).astype(np.uint32)
+    out = []
+    for k in range(calls):
+        prompt = np.append(history, B).astype(np.uint32)
+        completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+        lps = (-rng.random(len(completion))).astype(np.float32)
+        out.append((prompt, completion, lps))
+        if planted and k == 10:  # a retry
+            completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+            out.append((prompt, completion, (-rng.random(len(completion))).astype(np.float32)))
+        tail = completion
+        if planted and k == 20:  # a seam drift
+            tail = np.append(completion[:-2], [7, END]).astype(np.uint32)
+        history = np.concatenate([prompt, tail, [B], rng.integers(10, 50_000, 88)]).astype(np.uint32)
+        if planted and k == 30:  # a compaction
+            history = np.concatenate([history[:42], [B], rng.integers(10, 50_000, 30)]).astype(np.uint32)
+        if planted and k == 40:  # a sub-agent
+            sub = np.concatenate([[B, 5], rng.integers(10, 50_000, 30), [B]]).astype(np.uint32)
+            done = np.append(rng.integers(10, 50_000, 20), END).astype(np.uint32)
+            out.append((sub, done, (-rng.random(len(done))).astype(np.float32)))
+    return out
+
+
+@functools.cache
+def _data(n: int, calls: int) -> tuple[list[Call], list[list[tuple[list[int], list[int], list[float]]]]]:
+    sessions = [_session(s, calls) for s in range(n)]
+    objects = [
+        Call(f"s{s}", p, c, call_index=k, completion_logprobs=lp) for s, sess in enumerate(sessions) for k, (p, c, lp) in enumerate(sess)
+    ]
+    lists = [[(p.tolist(), c.tolist(), lp.tolist()) for p, c, lp in sess] for sess in sessions]
+    return objects, lists
+
+
+def _ids_only_family(tokenizer: Any, family: Any) -> _Family:
+    """The trim id and block marker of these synthetic ids (no tokenizer)."""
+    return _Family([END], 1, [B], None, None)
+
+
+def _reference(lists: list[list[tuple[list[int], list[int], list[float]]]]) -> list[dict[str, Any]]:
+    return [ref.assemble_session(s, trim={END}, max_trim=1, realign_window=8, boundary={B}) for s in lists]
+
+
+@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_matching_1_thread"])
+def bench_assemble(benchmark: Any, full_size: bool, impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    n = int(os.environ.get("TITO_FAST_BENCH_SESSIONS", "1000")) if full_size else 4
+    calls = 50 if full_size else 12
+    objects, lists = _data(n, calls)
+    monkeypatch.setattr("tito_fast.chains.core._family", _ids_only_family)
+    benchmark.group = f"assemble {n:,} sessions of {calls} calls"
+    prompt_ids = sum(len(c.prompt_ids) for c in objects)
+    benchmark.extra_info.update(sessions=n, calls=len(objects), prompt_ids=prompt_ids)
+    rounds = {"rounds": 3 if impl != "python" else 1, "iterations": 1}
+    if impl == "python":
+        out = benchmark.pedantic(lambda: _reference(lists), **rounds)
+        benchmark.extra_info["chains"] = sum(len(o["chains"]) for o in out)
+        return
+    if impl == "tito_fast_matching_1_thread":
+        sessions, _ = group_sessions(objects)
+        arrays = _csr(sessions)
+        policy = (DEFAULT_POLICY["seam_drift"], DEFAULT_POLICY["rollback"], DEFAULT_POLICY["rewrite"], DEFAULT_POLICY["new_root"])
+
+        def match() -> dict[str, Any]:
+            return assemble_calls(
+                arrays["prompt"], arrays["prompt_offsets"], arrays["completion"], arrays["completion_offsets"],
+                arrays["logprobs"], arrays["session_offsets"], trim_ids=[END], max_trim=1, realign_window=8,
+                policy=policy, boundary_ids=[B], threads=1,
+            )  # fmt: skip
+
+        benchmark.pedantic(match, **rounds)
+        benchmark.extra_info["prompt_ids_per_second"] = prompt_ids / benchmark.stats.stats.median
+        return
+    a = benchmark.pedantic(lambda: assemble(objects), **rounds)
+    want = _reference(lists)
+    for s, w in enumerate(want):  # identical chains
+        got = a.sessions[f"s{s}"]
+        assert [c.ids.tolist() for c in got] == [c["ids"] for c in w["chains"]]
+        assert [c.loss_mask.tolist() for c in got] == [c["loss"] for c in w["chains"]]
+        assert all(
+            all((math.isnan(x) and math.isnan(y)) or x == y for x, y in zip(c.logprobs.tolist(), wc["logprobs"]))
+            for c, wc in zip(got, w["chains"])
+        )
+    ids = sum(len(c) for c in a.chains())
+    benchmark.extra_info["chains"] = a.summary.chains
+    benchmark.extra_info["bytes"] = a.nbytes
+    benchmark.extra_info["ids_masks_logprobs_bytes"] = ids * (4 + 1 + 4)
+    assert a.nbytes <= 1.3 * ids * 9
+
+
+def test_planted_events_appear(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects, _ = _data(10, 50)
+    monkeypatch.setattr("tito_fast.chains.core._family", _ids_only_family)
+    assert {e.kind for e in assemble(objects).events} >= {"rollback", "seam_drift", "rewrite", "new_root"}
