@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tito_fast.errors import DumpError
+from tito_fast.score.dump import BadRecord
 
 MAX_ID = 2**32 - 1
 OnError = Literal["fail", "skip"]
@@ -63,16 +64,8 @@ class Call:
         return _call(row, source)
 
 
-@dataclass
-class BadCall:
-    """A record that cannot be assembled, and why."""
-
-    source: str
-    reason: str
-    session_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "session_id": self.session_id, "reason": self.reason}
+#: A record that cannot be assembled, and why (`source`, `reason`, `session_id`): the score job's bad record.
+BadCall = BadRecord
 
 
 def _ids(value: Any, name: str, *, empty_ok: bool) -> np.ndarray:
