@@ -536,8 +536,7 @@ class SessionChecker:
 
 
 def assemble_calls(
-    prompt: npt.NDArray[np.uint32],
-    prompt_offsets: npt.NDArray[np.int64],
+    prompts: Sequence[npt.NDArray[np.uint32]],
     completion: npt.NDArray[np.uint32],
     completion_offsets: npt.NDArray[np.int64],
     logprobs: npt.NDArray[np.float32],
@@ -551,16 +550,16 @@ def assemble_calls(
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Captured calls of many sessions to chains, on threads with the GIL released
-    (`tito_fast.assemble` is the API). Calls are CSR rows (flat ids, offsets),
-    `logprobs` aligned with `completion` (NaN: none), `session_offsets` cuts the
-    calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
+    (`tito_fast.assemble` is the API). `prompts`: one uint32 array per call, read
+    in place; completions as CSR rows (flat ids, offsets), `logprobs` aligned with
+    `completion` (NaN: none), `session_offsets` cuts the calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
     chain_open, span_offsets, span_start, span_call, call_chain, event_*.
 
     Example:
         >>> import numpy as np
         >>> from tito_fast._core import assemble_calls
-        >>> out = assemble_calls(np.array([1, 2], np.uint32), np.array([0, 2]), np.array([3], np.uint32),
+        >>> out = assemble_calls([np.array([1, 2], np.uint32)], np.array([3], np.uint32),
         ...     np.array([0, 1]), np.array([0.5], np.float32), np.array([0, 1]), trim_ids=[], max_trim=0,
         ...     realign_window=8, policy=("realign", "fork", "fork", "fork"), boundary_ids=[])
         >>> out["ids"].tolist(), out["loss_mask"].tolist()

@@ -66,12 +66,13 @@ pub struct Options {
     pub boundary: Vec<u32>,
 }
 
-/// One session's calls in order: prompts, completions and their logprobs
-/// (NaN when the engine gave none), each a CSR slice (flat values, offsets).
+/// One session's calls in order: prompts (one slice each: agent prompts
+/// repeat their history, so they are read where they are, never copied
+/// into one buffer), completions and their logprobs (NaN when the engine
+/// gave none) as a CSR slice (flat values, offsets).
 #[derive(Debug, Clone, Copy)]
 pub struct Calls<'a> {
-    pub prompt: &'a [u32],
-    pub prompt_off: &'a [usize],
+    pub prompts: &'a [&'a [u32]],
     pub completion: &'a [u32],
     pub completion_off: &'a [usize],
     pub logprobs: &'a [f32],
@@ -79,10 +80,10 @@ pub struct Calls<'a> {
 
 impl Calls<'_> {
     fn len(&self) -> usize {
-        self.prompt_off.len() - 1
+        self.prompts.len()
     }
     fn prompt(&self, c: usize) -> &[u32] {
-        &self.prompt[self.prompt_off[c]..self.prompt_off[c + 1]]
+        self.prompts[c]
     }
     fn completion(&self, c: usize) -> (&[u32], &[f32]) {
         let (a, b) = (self.completion_off[c], self.completion_off[c + 1]);
@@ -371,8 +372,7 @@ pub fn assemble_many(calls: &Calls<'_>, sessions: &[(usize, usize)], opt: &Optio
         .par_iter()
         .map(|&(a, b)| {
             let sub = Calls {
-                prompt: calls.prompt,
-                prompt_off: &calls.prompt_off[a..=b],
+                prompts: &calls.prompts[a..b],
                 completion: calls.completion,
                 completion_off: &calls.completion_off[a..=b],
                 logprobs: calls.logprobs,
@@ -390,15 +390,14 @@ mod tests {
     const B: u32 = 100; // a block marker
 
     fn run(calls: &[(&[u32], &[u32])], policy: [Policy; 4]) -> Assembled {
-        let (mut p, mut po, mut c, mut co) = (vec![], vec![0], vec![], vec![0]);
-        for (prompt, completion) in calls {
-            p.extend_from_slice(prompt);
-            po.push(p.len());
+        let (mut c, mut co) = (vec![], vec![0]);
+        let p: Vec<&[u32]> = calls.iter().map(|x| x.0).collect();
+        for (_, completion) in calls {
             c.extend_from_slice(completion);
             co.push(c.len());
         }
         let lp: Vec<f32> = (0..c.len()).map(|i| -(i as f32)).collect();
-        let calls = Calls { prompt: &p, prompt_off: &po, completion: &c, completion_off: &co, logprobs: &lp };
+        let calls = Calls { prompts: &p, completion: &c, completion_off: &co, logprobs: &lp };
         let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B] };
         let out = assemble_session(&calls, &opt);
         check_session(&calls, &out).unwrap();
@@ -469,7 +468,8 @@ mod tests {
     #[test]
     fn a_broken_chain_is_caught() {
         let (p, c, lp) = ([B, 1], [3], [0.5f32]);
-        let calls = Calls { prompt: &p, prompt_off: &[0, 2], completion: &c, completion_off: &[0, 1], logprobs: &lp };
+        let prompts: [&[u32]; 1] = [&p];
+        let calls = Calls { prompts: &prompts, completion: &c, completion_off: &[0, 1], logprobs: &lp };
         let mut a = assemble_session(
             &calls,
             &Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] },

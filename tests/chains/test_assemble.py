@@ -195,3 +195,17 @@ def test_python_objects_files_and_errors(tmp_path: Any) -> None:
         assemble([good], policy={"retry": "fork"})
     with pytest.raises(ValueError, match="realign_window"):
         assemble([good], realign_window=-1)
+
+
+def test_calls_are_ordered_by_call_index_within_sessions() -> None:
+    from tito_fast.chains.calls import Call, group_sessions
+
+    def call(sid: str, idx: int | None, tag: int) -> Call:
+        return Call(sid, np.array([tag], np.uint32), np.zeros(0, np.uint32), call_index=idx, source=f"r{tag}")
+
+    calls = [call("a", 2, 0), call("b", None, 1), call("a", None, 2), call("a", 0, 3), call("b", 0, 4), call("a", 1, 5)]
+    sessions, bad = group_sessions(calls)
+    assert sessions.ids == ["a", "b"]
+    assert [[c.source for c in cs] for cs in sessions.calls] == [["r3", "r2", "r0"], ["r1"]]
+    # r5 repeats index 1 (r2's place); r4 repeats b's index 0 (r1's place)
+    assert sorted(b.source for b in bad) == ["r4", "r5"]

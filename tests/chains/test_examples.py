@@ -64,3 +64,18 @@ def test_invariant_and_roles_on_the_examples() -> None:
         for c in chains:  # sampled ids sit in assistant blocks
             roles = c.role
             assert {roles[i] for i in range(len(c)) if c.loss_mask[i]} == {"assistant"}
+
+
+def test_parquet_capture_equals_jsonl(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    rows = [json.loads(line) for line in CALLS.read_text().splitlines()]
+    for r in rows:  # nested values as JSON text columns
+        for key in ("messages", "tools", "response", "metadata"):
+            r[key] = json.dumps(r[key])
+    path = tmp_path / "calls.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    a, b = assemble(path), assemble(CALLS)
+    assert [c.ids.tolist() for c in a.chains()] == [c.ids.tolist() for c in b.chains()]
+    assert [e.to_dict() | {"source": ""} for e in a.events] == [e.to_dict() | {"source": ""} for e in b.events]
+    assert a.events[0].source.startswith("calls.parquet:row ")

@@ -240,23 +240,37 @@ class Sessions:
 
 def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     """Calls by session in order of first appearance, sorted by `call_index`
-    (records without one keep their order); a repeated index is a bad record."""
-    by: dict[str, list[Call]] = {}
-    for c in calls:
-        by.setdefault(c.session_id, []).append(c)
+    (a record without one takes its place among the session's records); a
+    repeated index is a bad record."""
+    n = len(calls)
     out = Sessions()
-    bad: list[BadCall] = []
-    for sid, cs in by.items():
-        keyed = [(c.call_index if c.call_index is not None else k, k, c) for k, c in enumerate(cs)]
-        keyed.sort(key=lambda t: (t[0], t[1]))
-        kept: list[Call] = []
-        seen: set[int] = set()
-        for index, _, c in keyed:
-            if c.call_index is not None and index in seen:
-                bad.append(BadCall(c.source, f"call_index {index} repeats an earlier call of session {sid!r}", sid))
-                continue
-            seen.add(index)
-            kept.append(c)
-        out.ids.append(sid)
-        out.calls.append(kept)
+    if not n:
+        return out, []
+    codes: dict[str, int] = {}
+    code = np.fromiter((codes.setdefault(c.session_id, len(codes)) for c in calls), dtype=np.int64, count=n)
+    given = np.fromiter((c.call_index is not None for c in calls), dtype=bool, count=n)
+    if given.all():
+        index = np.fromiter((c.call_index for c in calls), dtype=np.int64, count=n)
+    else:  # the record's place among its session's records
+        by_session = np.argsort(code, kind="stable")
+        first = np.searchsorted(code[by_session], code[by_session], side="left")
+        place = np.empty(n, dtype=np.int64)
+        place[by_session] = np.arange(n) - first
+        index = np.fromiter((c.call_index if c.call_index is not None else -1 for c in calls), dtype=np.int64, count=n)
+        index = np.where(given, index, place)
+    order = np.lexsort((np.arange(n), index, code))
+    c_sorted, i_sorted = code[order], index[order]
+    repeat = np.zeros(n, dtype=bool)
+    repeat[1:] = (c_sorted[1:] == c_sorted[:-1]) & (i_sorted[1:] == i_sorted[:-1])
+    bad_at = repeat & given[order]
+    ids = list(codes)
+    bad = [
+        BadCall(calls[k].source, f"call_index {int(index[k])} repeats an earlier call of session {calls[k].session_id!r}", calls[k].session_id)
+        for k in order[bad_at].tolist()
+    ]
+    keep = order[~bad_at]
+    bounds = np.searchsorted(code[keep], np.arange(len(ids) + 1), side="left").tolist()
+    kept = [calls[k] for k in keep.tolist()]
+    out.ids = ids
+    out.calls = [kept[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return out, bad

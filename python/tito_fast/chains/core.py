@@ -272,17 +272,18 @@ def _family(tokenizer: Any, family: Any) -> _Family:
     return _Family(sorted(tito.trailing_token_ids or ()), int(tito.max_trim_tokens), boundary, cmp, tracker)
 
 
-def _csr(sessions: Sessions) -> dict[str, np.ndarray]:
+def _csr(sessions: Sessions) -> dict[str, Any]:
+    """The Rust call layout: prompts as they are (one array each: agent prompts
+    repeat their history, so they are never copied into one buffer);
+    completions, logprobs and session bounds as flat arrays with offsets."""
     calls = [c for cs in sessions.calls for c in cs]
-    plen = np.fromiter((len(c.prompt_ids) for c in calls), dtype=np.int64, count=len(calls))
-    clen = np.fromiter((len(c.completion_ids) for c in calls), dtype=np.int64, count=len(calls))
-    empty_u = np.zeros(0, dtype=np.uint32)
+    completions = [c.completion_ids for c in calls]
+    clen = np.fromiter(map(len, completions), dtype=np.int64, count=len(calls))
     nan = np.float32(np.nan)
     lps = [c.completion_logprobs if c.completion_logprobs is not None else np.full(len(c.completion_ids), nan, np.float32) for c in calls]
     return {
-        "prompt": np.concatenate([c.prompt_ids for c in calls]) if calls else empty_u,
-        "prompt_offsets": np.concatenate([[0], np.cumsum(plen)]).astype(np.int64),
-        "completion": np.concatenate([c.completion_ids for c in calls]) if calls else empty_u,
+        "prompts": [c.prompt_ids for c in calls],
+        "completion": np.concatenate(completions) if calls else np.zeros(0, dtype=np.uint32),
         "completion_offsets": np.concatenate([[0], np.cumsum(clen)]).astype(np.int64),
         "logprobs": np.concatenate(lps).astype(np.float32, copy=False) if calls else np.zeros(0, np.float32),
         "session_offsets": np.concatenate([[0], np.cumsum([len(cs) for cs in sessions.calls])]).astype(np.int64),
@@ -475,21 +476,22 @@ def assemble(
     by_session: dict[str, list[Chain]] = {}
     events: list[Event] = []
     total = len(sessions.ids)
+    n_calls = sampled = 0
     for lo in range(0, max(total, 1), BATCH_SESSIONS):
         part = Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS])
         arrays = _csr(part)
         out = assemble_calls(
-            arrays["prompt"], arrays["prompt_offsets"], arrays["completion"], arrays["completion_offsets"],
-            arrays["logprobs"], arrays["session_offsets"], trim_ids=fam.trim, max_trim=fam.max_trim,
+            arrays["prompts"], arrays["completion"], arrays["completion_offsets"], arrays["logprobs"],
+            arrays["session_offsets"], trim_ids=fam.trim, max_trim=fam.max_trim,
             realign_window=realign_window, policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]),
             boundary_ids=fam.boundary,
             threads=threads,
         )  # fmt: skip
+        n_calls += len(arrays["prompts"])
+        sampled += len(arrays["completion"])
         chains, evs = _build(part, out, fam)
         by_session.update(chains)
         events.extend(evs)
         if progress is not None:
             progress(min(lo + BATCH_SESSIONS, total), total)
-    n_calls = sum(len(cs) for cs in sessions.calls)
-    sampled = sum(len(c.completion_ids) for cs in sessions.calls for c in cs)
     return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, len(bad), pol, realign_window))

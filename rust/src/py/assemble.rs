@@ -44,19 +44,18 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 
 /// Assemble the calls of many sessions into chains (see `tito_fast.assemble`).
 ///
-/// Calls are CSR batches: `prompt` / `prompt_offsets`, `completion` /
-/// `completion_offsets` (one row per call), `logprobs` aligned with
+/// `prompts`: one uint32 array per call (read in place); completions as a
+/// CSR batch `completion` / `completion_offsets`, `logprobs` aligned with
 /// `completion` (NaN where the engine gave none); `session_offsets` cuts the
 /// calls into sessions, each in call order. `policy`: the policies of seam
 /// drift, rollback, rewrite and new root. Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
-#[pyo3(signature = (prompt, prompt_offsets, completion, completion_offsets, logprobs, session_offsets, *, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
+#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
-    prompt: PyReadonlyArray1<'py, u32>,
-    prompt_offsets: PyReadonlyArray1<'py, i64>,
+    prompts: Vec<PyReadonlyArray1<'py, u32>>,
     completion: PyReadonlyArray1<'py, u32>,
     completion_offsets: PyReadonlyArray1<'py, i64>,
     logprobs: PyReadonlyArray1<'py, f32>,
@@ -69,10 +68,13 @@ pub(crate) fn assemble_calls<'py>(
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
-    let p = prompt.as_slice().map_err(|_| input_error(py, "prompt", None, "must be a contiguous array"))?;
+    let p: Vec<&[u32]> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a.as_slice().map_err(|_| input_error(py, "prompts", Some(i), "must be a contiguous array")))
+        .collect::<PyResult<_>>()?;
     let c = completion.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
     let lp = logprobs.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
-    let po = prompt_offsets.as_slice().map_err(|_| input_error(py, "prompt_offsets", None, "must be contiguous"))?;
     let co =
         completion_offsets.as_slice().map_err(|_| input_error(py, "completion_offsets", None, "must be contiguous"))?;
     let so = session_offsets.as_slice().map_err(|_| input_error(py, "session_offsets", None, "must be contiguous"))?;
@@ -84,12 +86,16 @@ pub(crate) fn assemble_calls<'py>(
             &format!("has {} values for {} completion ids", lp.len(), c.len()),
         ));
     }
-    let po = offsets(py, "prompt_offsets", po, p.len())?;
     let co = offsets(py, "completion_offsets", co, c.len())?;
-    if po.len() != co.len() {
-        return Err(input_error(py, "completion_offsets", None, "must describe as many calls as prompt_offsets"));
+    if co.len() != p.len() + 1 {
+        return Err(input_error(
+            py,
+            "completion_offsets",
+            None,
+            &format!("must describe {} calls (one per prompt)", p.len()),
+        ));
     }
-    let so = offsets(py, "session_offsets", so, po.len() - 1)?;
+    let so = offsets(py, "session_offsets", so, p.len())?;
     let opt = Options {
         trim: trim_ids,
         max_trim,
@@ -103,7 +109,7 @@ pub(crate) fn assemble_calls<'py>(
         boundary: boundary_ids,
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
-    let calls = Calls { prompt: p, prompt_off: &po, completion: c, completion_off: &co, logprobs: lp };
+    let calls = Calls { prompts: &p, completion: c, completion_off: &co, logprobs: lp };
     let results = py.detach(|| with_threads(threads, || assemble_many(&calls, &sessions, &opt)));
     let mut done: Vec<Assembled> = Vec::with_capacity(results.len());
     for (s, r) in results.into_iter().enumerate() {
