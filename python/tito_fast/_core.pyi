@@ -536,12 +536,13 @@ class SessionChecker:
 
 
 def assemble_calls(
-    prompts: Sequence[npt.NDArray[np.uint32]],
+    prompts: Sequence[npt.NDArray[np.uint32]] | tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]],
     completion: npt.NDArray[np.uint32],
     completion_offsets: npt.NDArray[np.int64],
     logprobs: npt.NDArray[np.float32],
     session_offsets: npt.NDArray[np.int64],
     *,
+    order: npt.NDArray[np.int64] | None = None,
     trim_ids: Sequence[int],
     max_trim: int,
     realign_window: int,
@@ -550,9 +551,11 @@ def assemble_calls(
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Captured calls of many sessions to chains, on threads with the GIL released
-    (`tito_fast.assemble` is the API). `prompts`: one uint32 array per call, read
-    in place; completions as CSR rows (flat ids, offsets), `logprobs` aligned with
-    `completion` (NaN: none), `session_offsets` cuts the calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
+    (`tito_fast.assemble` is the API). `prompts`: one uint32 array per call, or
+    one CSR batch (values, offsets), read in place; completions as CSR rows (flat
+    ids, offsets), `logprobs` aligned with `completion` (NaN: none); `order`: the
+    call rows to assemble in session and call order (None: all, as given);
+    `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
     chain_open, span_offsets, span_start, span_call, call_chain, event_*.
 

@@ -66,16 +66,15 @@ pub struct Options {
     pub boundary: Vec<u32>,
 }
 
-/// One session's calls in order: prompts (one slice each: agent prompts
-/// repeat their history, so they are read where they are, never copied
-/// into one buffer), completions and their logprobs (NaN when the engine
-/// gave none) as a CSR slice (flat values, offsets).
+/// One session's calls in order: each call's prompt, completion and
+/// completion logprobs (NaN when the engine gave none), as slices read where
+/// they are (agent prompts repeat their history: they are never copied into
+/// one buffer, and any row order of the input is taken as given).
 #[derive(Debug, Clone, Copy)]
 pub struct Calls<'a> {
     pub prompts: &'a [&'a [u32]],
-    pub completion: &'a [u32],
-    pub completion_off: &'a [usize],
-    pub logprobs: &'a [f32],
+    pub completions: &'a [&'a [u32]],
+    pub logprobs: &'a [&'a [f32]],
 }
 
 impl Calls<'_> {
@@ -86,8 +85,7 @@ impl Calls<'_> {
         self.prompts[c]
     }
     fn completion(&self, c: usize) -> (&[u32], &[f32]) {
-        let (a, b) = (self.completion_off[c], self.completion_off[c + 1]);
-        (&self.completion[a..b], &self.logprobs[a..b])
+        (self.completions[c], self.logprobs[c])
     }
 }
 
@@ -357,7 +355,7 @@ pub fn check_session(calls: &Calls<'_>, a: &Assembled) -> Result<(), Broken> {
     }
     let dropped: usize = a.events.iter().map(|e| e.dropped).sum();
     let masked_total: usize = a.events.iter().map(|e| e.masked).sum();
-    let sampled: usize = calls.completion_off[calls.len()] - calls.completion_off[0];
+    let sampled: usize = calls.completions.iter().map(|c| c.len()).sum();
     let delivered: usize = emitted.iter().sum();
     if delivered + dropped + masked_total != sampled {
         return Err(Broken { call: 0, what: "sampled ids are not all emitted, masked or dropped" });
@@ -373,9 +371,8 @@ pub fn assemble_many(calls: &Calls<'_>, sessions: &[(usize, usize)], opt: &Optio
         .map(|&(a, b)| {
             let sub = Calls {
                 prompts: &calls.prompts[a..b],
-                completion: calls.completion,
-                completion_off: &calls.completion_off[a..=b],
-                logprobs: calls.logprobs,
+                completions: &calls.completions[a..b],
+                logprobs: &calls.logprobs[a..b],
             };
             let out = assemble_session(&sub, opt);
             check_session(&sub, &out).map(|()| out)
@@ -390,14 +387,12 @@ mod tests {
     const B: u32 = 100; // a block marker
 
     fn run(calls: &[(&[u32], &[u32])], policy: [Policy; 4]) -> Assembled {
-        let (mut c, mut co) = (vec![], vec![0]);
         let p: Vec<&[u32]> = calls.iter().map(|x| x.0).collect();
-        for (_, completion) in calls {
-            c.extend_from_slice(completion);
-            co.push(c.len());
-        }
-        let lp: Vec<f32> = (0..c.len()).map(|i| -(i as f32)).collect();
-        let calls = Calls { prompts: &p, completion: &c, completion_off: &co, logprobs: &lp };
+        let c: Vec<&[u32]> = calls.iter().map(|x| x.1).collect();
+        let lps: Vec<Vec<f32>> =
+            c.iter().enumerate().map(|(k, c)| c.iter().map(|&x| -(k as f32) - x as f32).collect()).collect();
+        let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp };
         let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B] };
         let out = assemble_session(&calls, &opt);
         check_session(&calls, &out).unwrap();
@@ -468,8 +463,8 @@ mod tests {
     #[test]
     fn a_broken_chain_is_caught() {
         let (p, c, lp) = ([B, 1], [3], [0.5f32]);
-        let prompts: [&[u32]; 1] = [&p];
-        let calls = Calls { prompts: &prompts, completion: &c, completion_off: &[0, 1], logprobs: &lp };
+        let (prompts, completions, lps): ([&[u32]; 1], [&[u32]; 1], [&[f32]; 1]) = ([&p], [&c], [&lp]);
+        let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps };
         let mut a = assemble_session(
             &calls,
             &Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] },

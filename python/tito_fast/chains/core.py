@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tito_fast._core import assemble_calls
-from tito_fast.chains.calls import BadCall, Call, CallsError, OnError, Sessions, group_sessions, read_calls
+from tito_fast.chains.calls import MAX_ID, BadCall, Call, CallsError, OnError, Sessions, group_sessions, read_calls
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
@@ -329,66 +329,215 @@ def _diagnosis(fam: _Family, old: np.ndarray, new: np.ndarray, at: int, seam: bo
     return classify(e_ids, a_ids, cmp.decode(e_ids), cmp.decode(a_ids))
 
 
-def _build(sessions: Sessions, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], list[Event]]:
+@dataclass
+class _Batch:
+    """Some sessions' calls in session and call order, as the matching takes
+    them (`args`) and as the results are described (call indexes, sources,
+    the ids of a call for event diagnosis)."""
+
+    ids: list[str]  # session ids
+    counts: list[int]  # calls per session
+    call_index: np.ndarray  # int64, per ordered call
+    args: dict[str, Any]  # prompts, completion, completion_offsets, logprobs, session_offsets, order
+    prompt: Callable[[int], np.ndarray]
+    completion: Callable[[int], np.ndarray]
+    source: Callable[[int], str]
+    sampled: int  # completion ids of these calls
+
+
+def _object_batch(sessions: Sessions) -> _Batch:
     calls = [c for cs in sessions.calls for c in cs]
-    session_of_call = np.repeat(np.arange(len(sessions.ids)), [len(cs) for cs in sessions.calls])
-    call_idx = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
-    chain_off = out["chain_offsets"]
-    span_off = out["span_offsets"]
+    args = _csr(sessions)
+    args["order"] = None
+    index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
+    return _Batch(
+        sessions.ids, [len(cs) for cs in sessions.calls], np.asarray(index, dtype=np.int64), args,
+        lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, len(args["completion"]),
+    )  # fmt: skip
+
+
+def _list_column(table: Any, name: str, *, dtype: Any, required: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """A list column as (flat values, int64 offsets per row), checked: no null
+    list (unless not required: then None for a missing column), no null value,
+    ids within 0 .. 2**32-1. Raises `CallsError` naming the column and row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if name not in table.column_names:
+        if required:
+            raise CallsError(f"the capture has no column {name!r}; its columns are {sorted(table.column_names)}")
+        return None
+    col = table.column(name)
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
+        raise CallsError(f"column {name!r} must be a list column, got {col.type}")
+    if col.null_count and required:
+        row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
+        raise CallsError(f"row {row}: {name!r} is null")
+    lengths = np.asarray(pc.list_value_length(col).fill_null(0), dtype=np.int64)
+    flat = pc.list_flatten(col)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    if dtype is np.uint32:
+        if flat.null_count:
+            at = int(np.flatnonzero(np.asarray(flat.is_null()))[0])
+            raise CallsError(f"row {int(np.searchsorted(offsets, at, side='right')) - 1}: {name!r} holds a null id")
+        if not pa.types.is_integer(flat.type):
+            raise CallsError(f"column {name!r} must hold ints, got {flat.type}")
+        values = np.asarray(flat)
+        if values.dtype != np.uint32:
+            bad = (values < 0) | (values > MAX_ID) if len(values) else np.zeros(0, dtype=bool)
+            if bad.any():
+                at = int(np.argmax(bad))
+                row = int(np.searchsorted(offsets, at, side="right")) - 1
+                raise CallsError(f"row {row}: {name}[{at - offsets[row]}] = {int(values[at])} is not an id (0 .. 2**32-1)")
+            values = values.astype(np.uint32)
+    else:
+        values = np.asarray(pc.fill_null(flat.cast(pa.float32()), np.float32(np.nan)), dtype=np.float32)
+    return values, offsets
+
+
+def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batch], list[BadCall], int]:
+    """A capture table (Arrow, or a Parquet file read whole) as batches of
+    sessions for the matching, without a Python object per call: the ids are
+    read in place from the list columns, and the calls are put in session and
+    call order by a permutation the matching follows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if "session_id" not in table.column_names:
+        raise CallsError(f"the capture has no column 'session_id'; its columns are {sorted(table.column_names)}")
+    def src(row: int) -> str:
+        return f"{name}:row {row}" if name else f"row {row}"
+
+    sid = table.column("session_id")
+    if sid.null_count:
+        raise CallsError(f"{src(int(np.flatnonzero(np.asarray(sid.is_null()))[0]))}: missing field 'session_id'")
+    prompt = _list_column(table, "prompt_ids", dtype=np.uint32, required=True)
+    completion = _list_column(table, "completion_ids", dtype=np.uint32, required=True)
+    assert prompt is not None and completion is not None
+    empty = np.flatnonzero(np.diff(prompt[1]) == 0)
+    if len(empty):
+        raise CallsError(f"{src(int(empty[0]))}: 'prompt_ids' is empty")
+    lps = _list_column(table, "completion_logprobs", dtype=np.float32, required=False)
+    c_len = np.diff(completion[1])
+    if lps is None:
+        logprobs = np.full(len(completion[0]), np.nan, dtype=np.float32)
+    else:
+        lp_len = np.diff(lps[1])
+        given = np.asarray(pc.is_valid(table.column("completion_logprobs")))
+        wrong = np.flatnonzero(given & (lp_len != c_len))
+        if len(wrong):
+            r = int(wrong[0])
+            raise CallsError(f"{src(r)}: 'completion_logprobs' has {int(lp_len[r])} values for {int(c_len[r])} completion ids")
+        logprobs = np.full(len(completion[0]), np.nan, dtype=np.float32)
+        rows = np.flatnonzero(given)
+        if len(rows):  # each given row's values into its completion's place
+            lens = lp_len[rows]
+            src_at = np.repeat(lps[1][:-1][rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
+            dst_at = np.repeat(completion[1][:-1][rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
+            logprobs[dst_at] = lps[0][src_at]
+    enc = pc.dictionary_encode(sid.cast(pa.string()) if not pa.types.is_string(sid.type) else sid)
+    enc = enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc
+    code = np.asarray(enc.indices, dtype=np.int64)
+    ids = [str(x) for x in enc.dictionary.to_pylist()]
+    if "call_index" in table.column_names:
+        ci = table.column("call_index")
+        given_ix = np.asarray(ci.is_valid())
+        index = np.asarray(ci.cast(pa.int64()).fill_null(-1), dtype=np.int64)
+        if (index[given_ix] < 0).any():
+            raise CallsError(f"{src(int(np.flatnonzero(given_ix & (index < 0))[0]))}: 'call_index' must be a non-negative int")
+    else:
+        given_ix, index = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
+    if not given_ix.all():  # a record without an index takes its place among its session's records
+        by_session = np.argsort(code, kind="stable")
+        first = np.searchsorted(code[by_session], code[by_session], side="left")
+        place = np.empty(n, dtype=np.int64)
+        place[by_session] = np.arange(n) - first
+        index = np.where(given_ix, index, place)
+    order = np.lexsort((np.arange(n), index, code))
+    c_sorted, i_sorted = code[order], index[order]
+    repeat = np.zeros(n, dtype=bool)
+    repeat[1:] = (c_sorted[1:] == c_sorted[:-1]) & (i_sorted[1:] == i_sorted[:-1])
+    bad_at = repeat & given_ix[order]
+    bad = [BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]]) for r in order[bad_at].tolist()]
+    if bad and on_error == "fail":
+        raise CallsError(f"{bad[0].source}: {bad[0].reason}")
+    order = order[~bad_at]
+    counts = np.bincount(code[order], minlength=len(ids)).tolist()
+    p_vals, p_off = prompt
+    c_vals, c_off = completion
+    batches = []
+    start = 0
+    for lo in range(0, len(ids), BATCH_SESSIONS):
+        part = counts[lo : lo + BATCH_SESSIONS]
+        rows_part = order[start : start + sum(part)]
+        start += sum(part)
+        args = {
+            "prompts": (p_vals, p_off), "completion": c_vals, "completion_offsets": c_off, "logprobs": logprobs,
+            "session_offsets": np.concatenate([[0], np.cumsum(part)]).astype(np.int64), "order": rows_part.astype(np.int64),
+        }  # fmt: skip
+
+        def ids_of(g: int, rows: np.ndarray = rows_part, vals: np.ndarray = p_vals, off: np.ndarray = p_off) -> np.ndarray:
+            r = int(rows[g])
+            return vals[off[r] : off[r + 1]]
+
+        def done_of(g: int, rows: np.ndarray = rows_part) -> np.ndarray:
+            r = int(rows[g])
+            return c_vals[c_off[r] : c_off[r + 1]]
+
+        def source_of(g: int, rows: np.ndarray = rows_part) -> str:
+            return src(int(rows[g]))
+
+        sampled = int(np.diff(c_off)[rows_part].sum())
+        batches.append(_Batch(ids[lo : lo + BATCH_SESSIONS], part, index[rows_part], args, ids_of, done_of, source_of, sampled))
+    return batches, bad, len(ids)
+
+
+def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], list[Event]]:
+    chain_off = out["chain_offsets"].tolist()
+    span_off = out["span_offsets"].tolist()
     chain_session = out["chain_session"].tolist()
-    span_call = np.asarray(call_idx, dtype=np.int64)[out["span_call"]] if len(out["span_call"]) else out["span_call"]
-    by_session: dict[str, list[Chain]] = {sid: [] for sid in sessions.ids}
-    first_chain: list[int] = []  # global index of each session's first chain
-    counts: list[int] = [0] * len(sessions.ids)
-    for s in chain_session:
-        counts[s] += 1
-    acc = 0
-    for n in counts:
-        first_chain.append(acc)
-        acc += n
+    chain_open = out["chain_open"].tolist()
+    span_call = batch.call_index[out["span_call"]] if len(out["span_call"]) else out["span_call"]
+    by_session: dict[str, list[Chain]] = {sid: [] for sid in batch.ids}
+    first_chain = [0] * len(batch.ids)  # global index of each session's first chain
+    for g in range(len(chain_session) - 1, -1, -1):
+        first_chain[chain_session[g]] = g
+    ids, loss, lps, span_start = out["ids"], out["loss_mask"], out["logprobs"], out["span_start"]
     for g, s in enumerate(chain_session):
-        a, b = int(chain_off[g]), int(chain_off[g + 1])
-        sa, sb = int(span_off[g]), int(span_off[g + 1])
-        sid = sessions.ids[s]
+        a, b, sa, sb = chain_off[g], chain_off[g + 1], span_off[g], span_off[g + 1]
+        sid = batch.ids[s]
         by_session[sid].append(
-            Chain(
-                sid, g - first_chain[s], out["ids"][a:b], out["loss_mask"][a:b], out["logprobs"][a:b],
-                out["span_start"][sa:sb], span_call[sa:sb], bool(out["chain_open"][g]), fam.tracker,
-            )  # fmt: skip
+            Chain(sid, g - first_chain[s], ids[a:b], loss[a:b], lps[a:b], span_start[sa:sb], span_call[sa:sb], chain_open[g], fam.tracker)
         )
     events: list[Event] = []
+    if not len(out["event_call"]):
+        return by_session, events
     call_chain = out["call_chain"]
-    last_call_of_chain: dict[int, int] = {}  # global chain -> last global call in it (so far)
-    ev_calls = out["event_call"].tolist()
-    ev_at = 0
-    n_events = len(ev_calls)
-    for g_call in range(len(calls)):
-        while ev_at < n_events and ev_calls[ev_at] == g_call:
-            k = ev_at
-            s = int(session_of_call[g_call])
-            base = first_chain[s]
-            kind = KINDS[int(out["event_kind"][k])]
-            chain_g = int(out["event_chain"][k])
-            to_g = int(out["event_to_chain"][k])
-            pos = int(out["event_position"][k])
-            ev = Event(
-                sessions.ids[s], call_idx[g_call], kind,
-                "extend" if kind == "extend" else POLICIES[int(out["event_policy"][k])],
-                None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, pos,
-                int(out["event_removed"][k]), int(out["event_masked"][k]), int(out["event_dropped"][k]),
-                source=calls[g_call].source,
-            )  # fmt: skip
-            if chain_g >= 0 and chain_g in last_call_of_chain and fam.tracker is not None:
-                prev = calls[last_call_of_chain[chain_g]]
-                old = np.concatenate([prev.prompt_ids, prev.completion_ids])  # the chain's ids at this call
+    session_start = np.concatenate([[0], np.cumsum(batch.counts)]).astype(np.int64)
+    session_of_call = np.repeat(np.arange(len(batch.ids)), batch.counts)
+    cols = {k: out[f"event_{k}"].tolist() for k in ("call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped")}
+    for k, g_call in enumerate(cols["call"]):
+        s = int(session_of_call[g_call])
+        base = first_chain[s] if chain_session and chain_session[first_chain[s]] == s else 0
+        kind = KINDS[cols["kind"][k]]
+        chain_g, to_g, pos = cols["chain"][k], cols["to_chain"][k], cols["position"][k]
+        ev = Event(
+            batch.ids[s], int(batch.call_index[g_call]), kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
+            None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, pos,
+            cols["removed"][k], cols["masked"][k], cols["dropped"][k], source=batch.source(g_call),
+        )  # fmt: skip
+        if chain_g >= 0 and fam.tracker is not None:
+            lo = int(session_start[s])
+            before = np.flatnonzero(call_chain[lo:g_call] == chain_g)
+            if len(before):
+                prev = lo + int(before[-1])  # the last call the chain took before this one
+                old = np.concatenate([batch.prompt(prev), batch.completion(prev)])  # the chain's ids at this call
                 ev.message_index, ev.role = fam.tracker.table(old).at(min(pos, len(old) - 1))
                 if kind in ("seam_drift", "rewrite", "new_root"):
-                    ev.diagnosis = _diagnosis(fam, old, calls[g_call].prompt_ids, pos, seam=kind == "seam_drift")
-            events.append(ev)
-            ev_at += 1
-        g = int(call_chain[g_call])
-        if g >= 0:
-            last_call_of_chain[g] = g_call
+                    ev.diagnosis = _diagnosis(fam, old, batch.prompt(g_call), pos, seam=kind == "seam_drift")
+        events.append(ev)
     return by_session, events
 
 
@@ -426,6 +575,17 @@ def _summary(
 BATCH_SESSIONS = 2048
 
 
+def _run(batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None) -> tuple[dict[str, list[Chain]], list[Event]]:
+    """The Rust matching of one batch, and its chains and events."""
+    a = batch.args
+    out = assemble_calls(
+        a["prompts"], a["completion"], a["completion_offsets"], a["logprobs"], a["session_offsets"], order=a["order"],
+        trim_ids=fam.trim, max_trim=fam.max_trim, realign_window=window,
+        policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary, threads=threads,
+    )  # fmt: skip
+    return _build(batch, out, fam)
+
+
 def assemble(
     calls: str | Path | Iterable[Call | dict[str, Any]],
     *,
@@ -448,7 +608,9 @@ def assemble(
     the completion ids before it, and carries the engine's logprob.
 
     Args:
-        calls: a capture file (.jsonl, .jsonl.gz, .parquet) or `Call`s / dicts.
+        calls: a capture file (.jsonl, .jsonl.gz, .parquet), a pyarrow Table of
+            capture records (list columns, read in place: the fast path for
+            millions of calls), or `Call`s / dicts.
         family: the family name (trim ids, markers); found from the tokenizer when None.
         tokenizer: a transformers tokenizer, a folder, or `fixture:NAME`; without
             one, no trim tolerance, no message roles and no diagnosis.
@@ -468,30 +630,53 @@ def assemble(
         raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
     pol = resolve_policy(policy)
     fam = _family(tokenizer, family)
+    table, name = _as_table(calls)
+    if table is not None:
+        batches, bad, total = _table_batches(table, name, on_error)
+        return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress)
     good, bad = read_calls(calls, on_error=on_error)
     sessions, repeated = group_sessions(good)
     if repeated and on_error == "fail":
         raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")
     bad.extend(repeated)
+    parts = (
+        _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]))
+        for lo in range(0, len(sessions.ids), BATCH_SESSIONS)
+    )
+    return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress)
+
+
+def _as_table(calls: Any) -> tuple[Any, str]:
+    """(a pyarrow Table, its file name) for Arrow and Parquet input, else (None, "")."""
+    if isinstance(calls, (str, Path)) and str(calls).endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        p = Path(calls)
+        if not p.is_file():
+            raise CallsError(f"{calls}: no such file")
+        try:
+            return pq.read_table(p), p.name
+        except Exception as e:  # pyarrow's own error types
+            raise CallsError(f"{calls}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+    if type(calls).__module__.startswith("pyarrow") and hasattr(calls, "column_names"):
+        return calls, ""
+    return None, ""
+
+
+def _assemble_batches(
+    batches: Iterator[_Batch], total: int, bad: list[BadCall], fam: _Family, pol: Mapping[str, str], window: int,
+    threads: int | None, progress: Callable[[int, int], None] | None,
+) -> Assembly:  # fmt: skip
     by_session: dict[str, list[Chain]] = {}
     events: list[Event] = []
-    total = len(sessions.ids)
-    n_calls = sampled = 0
-    for lo in range(0, max(total, 1), BATCH_SESSIONS):
-        part = Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS])
-        arrays = _csr(part)
-        out = assemble_calls(
-            arrays["prompts"], arrays["completion"], arrays["completion_offsets"], arrays["logprobs"],
-            arrays["session_offsets"], trim_ids=fam.trim, max_trim=fam.max_trim,
-            realign_window=realign_window, policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]),
-            boundary_ids=fam.boundary,
-            threads=threads,
-        )  # fmt: skip
-        n_calls += len(arrays["prompts"])
-        sampled += len(arrays["completion"])
-        chains, evs = _build(part, out, fam)
+    n_calls = sampled = done = 0
+    for batch in batches:
+        chains, evs = _run(batch, fam, pol, window, threads)
+        n_calls += len(batch.call_index)
+        sampled += batch.sampled
         by_session.update(chains)
         events.extend(evs)
+        done += len(batch.ids)
         if progress is not None:
-            progress(min(lo + BATCH_SESSIONS, total), total)
-    return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, len(bad), pol, realign_window))
+            progress(done, total)
+    return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, len(bad), pol, window))

@@ -44,22 +44,25 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 
 /// Assemble the calls of many sessions into chains (see `tito_fast.assemble`).
 ///
-/// `prompts`: one uint32 array per call (read in place); completions as a
-/// CSR batch `completion` / `completion_offsets`, `logprobs` aligned with
-/// `completion` (NaN where the engine gave none); `session_offsets` cuts the
-/// calls into sessions, each in call order. `policy`: the policies of seam
+/// `prompts`: one uint32 array per call, or one CSR batch `(values,
+/// offsets)` (an Arrow list column), read in place; completions as a CSR
+/// batch `completion` / `completion_offsets`, `logprobs` aligned with
+/// `completion` (NaN where the engine gave none); `order`: the call rows to
+/// assemble in session and call order, each at most once (None: every row,
+/// as given); `session_offsets` cuts the ordered calls into sessions. `policy`: the policies of seam
 /// drift, rollback, rewrite and new root. Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
-#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
+#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
-    prompts: Vec<PyReadonlyArray1<'py, u32>>,
+    prompts: &Bound<'py, PyAny>,
     completion: PyReadonlyArray1<'py, u32>,
     completion_offsets: PyReadonlyArray1<'py, i64>,
     logprobs: PyReadonlyArray1<'py, f32>,
     session_offsets: PyReadonlyArray1<'py, i64>,
+    order: Option<PyReadonlyArray1<'py, i64>>,
     trim_ids: Vec<u32>,
     max_trim: usize,
     realign_window: usize,
@@ -68,11 +71,10 @@ pub(crate) fn assemble_calls<'py>(
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
-    let p: Vec<&[u32]> = prompts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| a.as_slice().map_err(|_| input_error(py, "prompts", Some(i), "must be a contiguous array")))
-        .collect::<PyResult<_>>()?;
+    // Prompts: one array per call, or one CSR batch (values, offsets) such as an Arrow list column.
+    let per_call: Option<Vec<PyReadonlyArray1<'py, u32>>> = prompts.extract().ok();
+    let csr: Option<(PyReadonlyArray1<'py, u32>, PyReadonlyArray1<'py, i64>)> =
+        if per_call.is_none() { prompts.extract().ok() } else { None };
     let c = completion.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
     let lp = logprobs.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
     let co =
@@ -87,15 +89,58 @@ pub(crate) fn assemble_calls<'py>(
         ));
     }
     let co = offsets(py, "completion_offsets", co, c.len())?;
-    if co.len() != p.len() + 1 {
+    let rows = co.len() - 1;
+    let mut p_rows: Vec<&[u32]> = Vec::with_capacity(rows);
+    match (&per_call, &csr) {
+        (Some(list), _) => {
+            for (i, a) in list.iter().enumerate() {
+                p_rows
+                    .push(a.as_slice().map_err(|_| input_error(py, "prompts", Some(i), "must be a contiguous array"))?);
+            }
+        }
+        (None, Some((values, offs))) => {
+            let v =
+                values.as_slice().map_err(|_| input_error(py, "prompts", None, "values must be a contiguous array"))?;
+            let o = offs.as_slice().map_err(|_| input_error(py, "prompts", None, "offsets must be contiguous"))?;
+            let o = offsets(py, "prompts", o, v.len())?;
+            p_rows.extend(o.windows(2).map(|w| &v[w[0]..w[1]]));
+        }
+        (None, None) => {
+            return Err(input_error(
+                py,
+                "prompts",
+                None,
+                "must be a list of uint32 arrays or a (uint32 values, int64 offsets) pair",
+            ))
+        }
+    }
+    if p_rows.len() != rows {
         return Err(input_error(
             py,
             "completion_offsets",
             None,
-            &format!("must describe {} calls (one per prompt)", p.len()),
+            &format!("must describe {} calls (one per prompt)", p_rows.len()),
         ));
     }
-    let so = offsets(py, "session_offsets", so, p.len())?;
+    let order: Vec<usize> = match &order {
+        None => (0..rows).collect(),
+        Some(o) => {
+            let o = o.as_slice().map_err(|_| input_error(py, "order", None, "must be contiguous"))?;
+            let mut seen = vec![false; rows];
+            let mut out = Vec::with_capacity(o.len());
+            for (i, &r) in o.iter().enumerate() {
+                let r = usize::try_from(r).ok().filter(|&r| r < rows && !seen[r]);
+                let r = r.ok_or_else(|| input_error(py, "order", Some(i), "must list call rows, each at most once"))?;
+                seen[r] = true;
+                out.push(r);
+            }
+            out
+        }
+    };
+    let p: Vec<&[u32]> = order.iter().map(|&r| p_rows[r]).collect();
+    let cs: Vec<&[u32]> = order.iter().map(|&r| &c[co[r]..co[r + 1]]).collect();
+    let lps: Vec<&[f32]> = order.iter().map(|&r| &lp[co[r]..co[r + 1]]).collect();
+    let so = offsets(py, "session_offsets", so, order.len())?;
     let opt = Options {
         trim: trim_ids,
         max_trim,
@@ -109,7 +154,7 @@ pub(crate) fn assemble_calls<'py>(
         boundary: boundary_ids,
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
-    let calls = Calls { prompts: &p, completion: c, completion_off: &co, logprobs: lp };
+    let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps };
     let results = py.detach(|| with_threads(threads, || assemble_many(&calls, &sessions, &opt)));
     let mut done: Vec<Assembled> = Vec::with_capacity(results.len());
     for (s, r) in results.into_iter().enumerate() {
