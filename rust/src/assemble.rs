@@ -463,7 +463,9 @@ mod tests {
     #[test]
     fn a_broken_chain_is_caught() {
         let (p, c, lp) = ([B, 1], [3], [0.5f32]);
-        let (prompts, completions, lps): ([&[u32]; 1], [&[u32]; 1], [&[f32]; 1]) = ([&p], [&c], [&lp]);
+        let prompts: [&[u32]; 1] = [&p];
+        let completions: [&[u32]; 1] = [&c];
+        let lps: [&[f32]; 1] = [&lp];
         let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps };
         let mut a = assemble_session(
             &calls,
