@@ -281,8 +281,14 @@ def _csr(sessions: Sessions) -> dict[str, Any]:
     clen = np.fromiter(map(len, completions), dtype=np.int64, count=len(calls))
     nan = np.float32(np.nan)
     lps = [c.completion_logprobs if c.completion_logprobs is not None else np.full(len(c.completion_ids), nan, np.float32) for c in calls]
+    prompts: Any = [c.prompt_ids for c in calls]
+    if sum(1 for p in prompts if p.base is not None) > 64:
+        # Views of shared arrays: numpy's borrow tracking of many views of one
+        # array is quadratic in Rust, so these are copied into one batch instead.
+        plen = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
+        prompts = (np.concatenate(prompts), np.concatenate([[0], np.cumsum(plen)]).astype(np.int64))
     return {
-        "prompts": [c.prompt_ids for c in calls],
+        "prompts": prompts,
         "completion": np.concatenate(completions) if calls else np.zeros(0, dtype=np.uint32),
         "completion_offsets": np.concatenate([[0], np.cumsum(clen)]).astype(np.int64),
         "logprobs": np.concatenate(lps).astype(np.float32, copy=False) if calls else np.zeros(0, np.float32),
@@ -374,9 +380,12 @@ def _list_column(table: Any, name: str, *, dtype: Any, required: bool) -> tuple[
     if col.null_count and required:
         row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
         raise CallsError(f"row {row}: {name!r} is null")
-    lengths = np.asarray(pc.list_value_length(col).fill_null(0), dtype=np.int64)
-    flat = pc.list_flatten(col)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    # The column's own buffers, read in place: its offsets index its child values.
+    offsets = np.asarray(col.offsets, dtype=np.int64)
+    flat = col.values
+    if offsets[0] != 0 or offsets[-1] != len(flat):  # a slice of a longer array
+        flat = flat.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        offsets = offsets - offsets[0]
     if dtype is np.uint32:
         if flat.null_count:
             at = int(np.flatnonzero(np.asarray(flat.is_null()))[0])
@@ -432,7 +441,9 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             raise CallsError(f"{src(r)}: 'completion_logprobs' has {int(lp_len[r])} values for {int(c_len[r])} completion ids")
         logprobs = np.full(len(completion[0]), np.nan, dtype=np.float32)
         rows = np.flatnonzero(given)
-        if len(rows):  # each given row's values into its completion's place
+        if len(rows) == n and np.array_equal(lps[1], completion[1]):  # laid out as the completions: as they are
+            logprobs = lps[0]
+        elif len(rows):  # each given row's values into its completion's place
             lens = lp_len[rows]
             src_at = np.repeat(lps[1][:-1][rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
             dst_at = np.repeat(completion[1][:-1][rows], lens) + (np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens))
