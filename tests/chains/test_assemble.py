@@ -237,3 +237,22 @@ def test_columnar_input_errors_name_the_row() -> None:
     assert [b.source for b in skipped.bad] == ["row 1"] and skipped.summary.calls == 1
     nulls = assemble(table(completion_logprobs=None))
     assert np.isnan(nulls.sessions["s"][-1].logprobs[-1])  # call 1 (a retry: its own chain) has none
+
+
+def test_prompts_that_are_views_of_one_array_give_the_same_chains() -> None:
+    from tito_fast.chains import Call
+
+    """Many calls whose ids are views of one array (sliced from a batch) are
+    copied into one batch for the matching, with the same result."""
+    logs = [call_log(s, 8) for s in range(12)]
+    records = _records(logs)
+    flat = np.concatenate([np.asarray(r["prompt_ids"], dtype=np.uint32) for r in records])
+    ends = np.cumsum([len(r["prompt_ids"]) for r in records])
+    views = [
+        Call(r["session_id"], flat[e - len(r["prompt_ids"]) : e], np.asarray(r["completion_ids"], np.uint32), call_index=r["call_index"],
+             completion_logprobs=np.asarray([np.nan if x is None else x for x in r["completion_logprobs"]], np.float32) if r["completion_logprobs"] else None)
+        for r, e in zip(records, ends)
+    ]  # fmt: skip
+    assert len(views) > 64 and all(v.prompt_ids.base is flat for v in views)
+    a, b = assemble(records), assemble(views)
+    assert [c.ids.tolist() for c in a.chains()] == [c.ids.tolist() for c in b.chains()]
