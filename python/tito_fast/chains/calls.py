@@ -238,6 +238,26 @@ class Sessions:
     calls: list[list[Call]] = field(default_factory=list)
 
 
+def call_order(code: np.ndarray, index: np.ndarray, given: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The records in session and call order: `code` is each record's session
+    (numbered by first appearance), `index` its call_index where `given`; a
+    record without one takes its place among its session's records. Returns
+    (order of the records, which of them in that order repeat an earlier
+    index, the indexes used)."""
+    n = len(code)
+    if not given.all():
+        by_session = np.argsort(code, kind="stable")
+        first = np.searchsorted(code[by_session], code[by_session], side="left")
+        place = np.empty(n, dtype=np.int64)
+        place[by_session] = np.arange(n) - first
+        index = np.where(given, index, place)
+    order = np.lexsort((np.arange(n), index, code))
+    c_sorted, i_sorted = code[order], index[order]
+    repeat = np.zeros(n, dtype=bool)
+    repeat[1:] = (c_sorted[1:] == c_sorted[:-1]) & (i_sorted[1:] == i_sorted[:-1])
+    return order, repeat & given[order], index
+
+
 def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     """Calls by session in order of first appearance, sorted by `call_index`
     (a record without one takes its place among the session's records); a
@@ -249,20 +269,8 @@ def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     codes: dict[str, int] = {}
     code = np.fromiter((codes.setdefault(c.session_id, len(codes)) for c in calls), dtype=np.int64, count=n)
     given = np.fromiter((c.call_index is not None for c in calls), dtype=bool, count=n)
-    if given.all():
-        index = np.fromiter((c.call_index for c in calls), dtype=np.int64, count=n)
-    else:  # the record's place among its session's records
-        by_session = np.argsort(code, kind="stable")
-        first = np.searchsorted(code[by_session], code[by_session], side="left")
-        place = np.empty(n, dtype=np.int64)
-        place[by_session] = np.arange(n) - first
-        index = np.fromiter((c.call_index if c.call_index is not None else -1 for c in calls), dtype=np.int64, count=n)
-        index = np.where(given, index, place)
-    order = np.lexsort((np.arange(n), index, code))
-    c_sorted, i_sorted = code[order], index[order]
-    repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = (c_sorted[1:] == c_sorted[:-1]) & (i_sorted[1:] == i_sorted[:-1])
-    bad_at = repeat & given[order]
+    index = np.fromiter((c.call_index if c.call_index is not None else -1 for c in calls), dtype=np.int64, count=n)
+    order, bad_at, index = call_order(code, index, given)
     ids = list(codes)
     bad = [
         BadCall(calls[k].source, f"call_index {int(index[k])} repeats an earlier call of session {calls[k].session_id!r}", calls[k].session_id)

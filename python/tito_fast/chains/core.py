@@ -12,7 +12,17 @@ from typing import Any, Literal
 import numpy as np
 
 from tito_fast._core import assemble_calls
-from tito_fast.chains.calls import MAX_ID, BadCall, Call, CallsError, OnError, Sessions, group_sessions, read_calls
+from tito_fast.chains.calls import (
+    MAX_ID,
+    BadCall,
+    Call,
+    CallsError,
+    OnError,
+    Sessions,
+    call_order,
+    group_sessions,
+    read_calls,
+)
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
@@ -460,17 +470,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             raise CallsError(f"{src(int(np.flatnonzero(given_ix & (index < 0))[0]))}: 'call_index' must be a non-negative int")
     else:
         given_ix, index = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
-    if not given_ix.all():  # a record without an index takes its place among its session's records
-        by_session = np.argsort(code, kind="stable")
-        first = np.searchsorted(code[by_session], code[by_session], side="left")
-        place = np.empty(n, dtype=np.int64)
-        place[by_session] = np.arange(n) - first
-        index = np.where(given_ix, index, place)
-    order = np.lexsort((np.arange(n), index, code))
-    c_sorted, i_sorted = code[order], index[order]
-    repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = (c_sorted[1:] == c_sorted[:-1]) & (i_sorted[1:] == i_sorted[:-1])
-    bad_at = repeat & given_ix[order]
+    order, bad_at, index = call_order(code, index, given_ix)
     bad = [BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]]) for r in order[bad_at].tolist()]
     if bad and on_error == "fail":
         raise CallsError(f"{bad[0].source}: {bad[0].reason}")
