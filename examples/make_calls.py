@@ -34,11 +34,23 @@ TOOLS = [
     {
         "type": "function",
         "function": {
-            "name": "run",
-            "description": "Run a shell command.",
-            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+            "name": "bash",
+            "description": "Run a command in the repository and return its output.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "timeout": {"type": "integer", "description": "seconds"}},
+                "required": ["command"],
+            },
         },
-    }
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the repository.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+    },
 ]
 WORDS = "the tests fail in parse because the input file has a trailing comma so we fix the reader and run again".split()
 
@@ -53,8 +65,8 @@ class Capture:
     def reply(self, k: int, tool: bool = True) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.text(8), "reasoning_content": self.text(12)}
         if tool:
-            args = json.dumps({"cmd": f"pytest -k case{k}"})
-            msg["tool_calls"] = [{"id": f"c{k}", "type": "function", "function": {"name": "run", "arguments": args}}]
+            args = json.dumps({"timeout": 60, "command": f"pytest -k case{k}"})
+            msg["tool_calls"] = [{"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": args}}]
         return msg
 
     def call(self, session: str, history: list[dict[str, Any]], reply: dict[str, Any], agent: str, planted: str,
