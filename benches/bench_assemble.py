@@ -11,7 +11,8 @@ chains); `tito_fast_arrow`: the same on an Arrow table of the calls (uint32
 list columns, as a capture writer stores them; no Python object per call); `tito_fast_matching_1_thread`: the Rust matching alone on one thread
 (`assemble_calls` on the prompt arrays and the completions as CSR arrays), whose prompt ids per second
 is the matching's speed per core. Identical chains are asserted.
-Sessions: `TITO_FAST_BENCH_SESSIONS` (default 1,000 at full size).
+Sessions: `TITO_FAST_BENCH_SESSIONS` (default 1,000 at full size); ids a
+call adds: `TITO_FAST_BENCH_CALL_IDS` (default 150).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from tito_fast.testing import assemble_reference as ref
 B, END = 100, 9
 
 
+#: Ids a call adds to the history: a completion of `_REPLY` + 1 and a tool result of
+#: `_TOOL` ids (`TITO_FAST_BENCH_CALL_IDS` scales both: 150 by default).
+_SCALE = int(os.environ.get("TITO_FAST_BENCH_CALL_IDS", "150")) / 150
+_REPLY, _TOOL = max(4, round(60 * _SCALE)), max(4, round(88 * _SCALE))
+
+
 def _session(seed: int, calls: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(seed)
     planted = seed % 10 == 0
@@ -40,16 +47,16 @@ def _session(seed: int, calls: int) -> list[tuple[np.ndarray, np.ndarray, np.nda
     out = []
     for k in range(calls):
         prompt = np.append(history, B).astype(np.uint32)
-        completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+        completion = np.append(rng.integers(10, 50_000, _REPLY), END).astype(np.uint32)
         lps = (-rng.random(len(completion))).astype(np.float32)
         out.append((prompt, completion, lps))
         if planted and k == 10:  # a retry
-            completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+            completion = np.append(rng.integers(10, 50_000, _REPLY), END).astype(np.uint32)
             out.append((prompt, completion, (-rng.random(len(completion))).astype(np.float32)))
         tail = completion
         if planted and k == 20:  # a seam drift
             tail = np.append(completion[:-2], [7, END]).astype(np.uint32)
-        history = np.concatenate([prompt, tail, [B], rng.integers(10, 50_000, 88)]).astype(np.uint32)
+        history = np.concatenate([prompt, tail, [B], rng.integers(10, 50_000, _TOOL)]).astype(np.uint32)
         if planted and k == 30:  # a compaction
             history = np.concatenate([history[:42], [B], rng.integers(10, 50_000, 30)]).astype(np.uint32)
         if planted and k == 40:  # a sub-agent
