@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tito_fast.errors import DumpError
-from tito_fast.score.dump import BadRecord
+from tito_fast.score.dump import BadRecord, ids_array
 
 MAX_ID = 2**32 - 1
 OnError = Literal["fail", "skip"]
@@ -75,18 +75,12 @@ def _ids(value: Any, name: str, *, empty_ok: bool) -> np.ndarray:
         if len(value) and (int(value.min()) < 0 or int(value.max()) > MAX_ID):
             at = int(np.argmax((value < 0) | (value > MAX_ID)))
             raise CallsError(f"{name}[{at}] = {int(value[at])} is not an id (0 .. 2**32-1)")
-        arr = value.astype(np.uint32)
-    else:
-        if not isinstance(value, (list, tuple)):
-            raise CallsError(f"{name!r} must be a list of ints, got {type(value).__name__}")
-        bad = next((k for k, t in enumerate(value) if type(t) is not int), None)
-        if bad is not None:
-            raise CallsError(f"{name}[{bad}] is not an int: {value[bad]!r}")
-        try:
-            arr = np.array(value, dtype=np.uint32)
-        except OverflowError:
-            at = next(k for k, t in enumerate(value) if not 0 <= t <= MAX_ID)
-            raise CallsError(f"{name}[{at}] = {value[at]} is not an id (0 .. 2**32-1)") from None
+        arr = value.astype(np.uint32, copy=False)
+    else:  # a list: checked as the score job checks token_ids
+        checked = ids_array(value, name, empty_ok=empty_ok)
+        if isinstance(checked, str):
+            raise CallsError(checked)
+        arr = checked
     if not empty_ok and not len(arr):
         raise CallsError(f"{name!r} is empty")
     return arr

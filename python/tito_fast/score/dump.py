@@ -382,20 +382,20 @@ def json_safe(value: Any) -> Any:
     return json.loads(text, parse_constant=lambda c: c)
 
 
-def _ids(ids: Any) -> np.ndarray | str:
-    """A record's `token_ids` as uint32, or what is wrong with them."""
+def ids_array(ids: Any, name: str = "token_ids", *, empty_ok: bool = False) -> np.ndarray | str:
+    """A record's id list (`name`) as uint32, or what is wrong with it."""
     if not isinstance(ids, (list, tuple)):
-        return f"'token_ids' must be a list of ints, got {type(ids).__name__}"
+        return f"{name!r} must be a list of ints, got {type(ids).__name__}"
     if not ids:
-        return "'token_ids' is empty"
+        return np.zeros(0, dtype=np.uint32) if empty_ok else f"{name!r} is empty"
     if set(map(type, ids)) != {int}:  # one C-level pass; bool and float are not ids
         bad = next(k for k, t in enumerate(ids) if type(t) is not int)
-        return f"token_ids[{bad}] is not an int: {ids[bad]!r}"
+        return f"{name}[{bad}] is not an int: {ids[bad]!r}"
     try:
         return np.array(ids, dtype=np.uint32)  # NumPy 2 raises for ints outside uint32
     except OverflowError:
         k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
-        return f"token_ids[{k}] = {ids[k]} is out of range"
+        return f"{name}[{k}] = {ids[k]} is out of range"
 
 
 def _record(
@@ -425,7 +425,7 @@ def _record(
             return BadRecord(source, f"messages[{i}] must be an object with a string 'role'", session_id)
     if tools is not None and not isinstance(tools, list):
         return BadRecord(source, f"'tools' must be a list or null, got {type(tools).__name__}", session_id)
-    arr = checked_ids if checked_ids is not None else _ids(obj["token_ids"])
+    arr = checked_ids if checked_ids is not None else ids_array(obj["token_ids"])
     if isinstance(arr, str):
         return BadRecord(source, arr, session_id)
     if check_text:
