@@ -536,7 +536,9 @@ class SessionChecker:
 
 
 def assemble_calls(
-    prompts: Sequence[npt.NDArray[np.uint32]] | tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]],
+    prompts: Sequence[npt.ArrayLike]
+    | tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]
+    | tuple[Sequence[npt.NDArray[np.uint32]], Sequence[npt.NDArray[np.int64]]],
     completion: npt.NDArray[np.uint32],
     completion_offsets: npt.NDArray[np.int64],
     logprobs: npt.NDArray[np.float32],
@@ -551,8 +553,10 @@ def assemble_calls(
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Captured calls of many sessions to chains, on threads with the GIL released
-    (`tito_fast.assemble` is the API). `prompts`: one uint32 array per call, or
-    one CSR batch (values, offsets), read in place; completions as CSR rows (flat
+    (`tito_fast.assemble` is the API). `prompts`: one id sequence per call
+    (uint32 arrays are read in place, other ids converted; an error names
+    `prompts[i]`), or one CSR batch (values, offsets) read in place, whose values and
+    offsets may be lists of chunks (an Arrow list column's); completions as CSR rows (flat
     ids, offsets), `logprobs` aligned with `completion` (NaN: none); `order`: the
     call rows to assemble in session and call order (None: all, as given);
     `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.

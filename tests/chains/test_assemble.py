@@ -134,9 +134,13 @@ def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: 
         logs = [call_log(seed + s, 6 + (seed + s) % 10) for s in range(sessions)]
         records = _records(logs)
         a = assemble(records, policy=policy, realign_window=window, threads=2)
-        columnar = assemble(pa.Table.from_pylist(records), policy=policy, realign_window=window, threads=1)
+        # in chunks that are slices of one table's arrays, as a Parquet file of several row groups reads
+        table = pa.Table.from_pylist(records)
+        chunked = pa.Table.from_batches(table.to_batches(max_chunksize=1 + seed % len(records)))
+        columnar = assemble(chunked, policy=policy, realign_window=window, threads=1)
     finally:
         mp.undo()
+    assert chunked.column("prompt_ids").num_chunks == -(-len(records) // (1 + seed % len(records)))
     for s in range(sessions):  # the columnar path (ids read in place from list columns) gives the same
         assert _same(_as_ref(columnar, f"s{s}"), _as_ref(a, f"s{s}"))
     pol = resolve_policy(policy)
@@ -240,10 +244,10 @@ def test_columnar_input_errors_name_the_row() -> None:
 
 
 def test_prompts_that_are_views_of_one_array_give_the_same_chains() -> None:
+    """Many calls whose ids are views of one array (sliced from a batch) are
+    read in place, with the same result."""
     from tito_fast.chains import Call
 
-    """Many calls whose ids are views of one array (sliced from a batch) are
-    copied into one batch for the matching, with the same result."""
     logs = [call_log(s, 8) for s in range(12)]
     records = _records(logs)
     flat = np.concatenate([np.asarray(r["prompt_ids"], dtype=np.uint32) for r in records])
@@ -256,3 +260,26 @@ def test_prompts_that_are_views_of_one_array_give_the_same_chains() -> None:
     assert len(views) > 64 and all(v.prompt_ids.base is flat for v in views)
     a, b = assemble(records), assemble(views)
     assert [c.ids.tolist() for c in a.chains()] == [c.ids.tolist() for c in b.chains()]
+
+
+def test_matching_input_errors_name_the_argument_and_position() -> None:
+    from tito_fast._core import assemble_calls
+    from tito_fast.errors import TokenInputError
+
+    comp, off, lp, so = np.array([3, 4], np.uint32), np.array([0, 1, 2], np.int64), np.zeros(2, np.float32), np.array([0, 2], np.int64)
+    kw: dict[str, Any] = {"trim_ids": [], "max_trim": 0, "realign_window": 0, "policy": ("fork",) * 4, "boundary_ids": []}
+    ok = assemble_calls([np.array([1, 2], np.uint32), [1, 2, 3]], comp, off, lp, so, **kw)  # a list of ints is taken too
+    assert ok["ids"].tolist() == [1, 2, 3, 4]
+    with pytest.raises(TokenInputError, match=r"argument 'prompts\[1\]'") as e:
+        assemble_calls([np.array([1, 2], np.uint32), np.array([1, -2], np.int64)], comp, off, lp, so, **kw)
+    assert e.value.argument == "prompts[1]" and e.value.position == 1
+    with pytest.raises(TokenInputError, match=r"argument 'prompts\[0\]'.*str"):
+        assemble_calls(["ab", [1]], comp, off, lp, so, **kw)
+    chunks = ([np.array([1, 2], np.uint32), np.array([1, 2, 3], np.uint32)], [np.array([0, 2], np.int64), np.array([0, 3], np.int64)])
+    assert assemble_calls(chunks, comp, off, lp, so, **kw)["ids"].tolist() == [1, 2, 3, 4]  # the second extends the first
+    with pytest.raises(TokenInputError, match="2 chunks of values for 1 of offsets"):
+        assemble_calls((chunks[0], chunks[1][:1]), comp, off, lp, so, **kw)
+    with pytest.raises(TokenInputError, match="must end at the number of values"):
+        assemble_calls((chunks[0], [chunks[1][0], np.array([0, 2], np.int64)]), comp, off, lp, so, **kw)
+    with pytest.raises(TokenInputError, match="describes 2 calls, but there are 1 prompts"):
+        assemble_calls((np.array([1, 2], np.uint32), np.array([0, 2], np.int64)), comp, off, lp, so, **kw)

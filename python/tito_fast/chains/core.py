@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -291,14 +292,8 @@ def _csr(sessions: Sessions) -> dict[str, Any]:
     clen = np.fromiter(map(len, completions), dtype=np.int64, count=len(calls))
     nan = np.float32(np.nan)
     lps = [c.completion_logprobs if c.completion_logprobs is not None else np.full(len(c.completion_ids), nan, np.float32) for c in calls]
-    prompts: Any = [c.prompt_ids for c in calls]
-    if sum(1 for p in prompts if p.base is not None) > 64:
-        # Views of shared arrays: numpy's borrow tracking of many views of one
-        # array is quadratic in Rust, so these are copied into one batch instead.
-        plen = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
-        prompts = (np.concatenate(prompts), np.concatenate([[0], np.cumsum(plen)]).astype(np.int64))
     return {
-        "prompts": prompts,
+        "prompts": [c.prompt_ids for c in calls],
         "completion": np.concatenate(completions) if calls else np.zeros(0, dtype=np.uint32),
         "completion_offsets": np.concatenate([[0], np.cumsum(clen)]).astype(np.int64),
         "logprobs": np.concatenate(lps).astype(np.float32, copy=False) if calls else np.zeros(0, np.float32),
@@ -372,10 +367,12 @@ def _object_batch(sessions: Sessions) -> _Batch:
     )  # fmt: skip
 
 
-def _list_column(table: Any, name: str, *, dtype: Any, required: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """A list column as (flat values, int64 offsets per row), checked: no null
-    list (unless not required: then None for a missing column), no null value,
-    ids within 0 .. 2**32-1. Raises `CallsError` naming the column and row."""
+def _list_chunks(table: Any, name: str, *, dtype: Any, required: bool) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """A list column, chunk by chunk, as (flat values, int64 offsets from 0)
+    read in place (a Parquet file read whole has a chunk per row group:
+    they are not copied into one), checked: no null list (unless not
+    required: then None for a missing column), no null value, ids within
+    0 .. 2**32-1. Raises `CallsError` naming the column and row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -384,35 +381,77 @@ def _list_column(table: Any, name: str, *, dtype: Any, required: bool) -> tuple[
             raise CallsError(f"the capture has no column {name!r}; its columns are {sorted(table.column_names)}")
         return None
     col = table.column(name)
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if not (pa.types.is_list(col.type) or pa.types.is_large_list(col.type)):
         raise CallsError(f"column {name!r} must be a list column, got {col.type}")
     if col.null_count and required:
         row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
         raise CallsError(f"row {row}: {name!r} is null")
-    # The column's own buffers, read in place: its offsets index its child values.
-    offsets = np.asarray(col.offsets, dtype=np.int64)
-    flat = col.values
-    if offsets[0] != 0 or offsets[-1] != len(flat):  # a slice of a longer array
-        flat = flat.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-        offsets = offsets - offsets[0]
-    if dtype is np.uint32:
-        if flat.null_count:
-            at = int(np.flatnonzero(np.asarray(flat.is_null()))[0])
-            raise CallsError(f"row {int(np.searchsorted(offsets, at, side='right')) - 1}: {name!r} holds a null id")
-        if not pa.types.is_integer(flat.type):
-            raise CallsError(f"column {name!r} must hold ints, got {flat.type}")
-        values = np.asarray(flat)
-        if values.dtype != np.uint32:
-            bad = (values < 0) | (values > MAX_ID) if len(values) else np.zeros(0, dtype=bool)
-            if bad.any():
-                at = int(np.argmax(bad))
-                row = int(np.searchsorted(offsets, at, side="right")) - 1
-                raise CallsError(f"row {row}: {name}[{at - offsets[row]}] = {int(values[at])} is not an id (0 .. 2**32-1)")
-            values = values.astype(np.uint32)
-    else:
-        values = np.asarray(pc.fill_null(flat.cast(pa.float32()), np.float32(np.nan)), dtype=np.float32)
-    return values, offsets
+    out = []
+    first_row = 0
+    for chunk in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
+        # The chunk's own buffers: its offsets index its child values.
+        offsets = np.asarray(chunk.offsets, dtype=np.int64)
+        flat = chunk.values
+        if offsets[0] != 0 or offsets[-1] != len(flat):  # a slice of a longer array
+            flat = flat.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+            offsets = offsets - offsets[0]
+
+        def row_of(at: int, offsets: np.ndarray = offsets, first_row: int = first_row) -> int:
+            return first_row + int(np.searchsorted(offsets, at, side="right")) - 1
+
+        if dtype is np.uint32:
+            if flat.null_count:
+                raise CallsError(f"row {row_of(int(np.flatnonzero(np.asarray(flat.is_null()))[0]))}: {name!r} holds a null id")
+            if not pa.types.is_integer(flat.type):
+                raise CallsError(f"column {name!r} must hold ints, got {flat.type}")
+            values = np.asarray(flat)
+            if values.dtype != np.uint32:
+                bad = (values < 0) | (values > MAX_ID) if len(values) else np.zeros(0, dtype=bool)
+                if bad.any():
+                    at = int(np.argmax(bad))
+                    row = row_of(at)
+                    raise CallsError(
+                        f"row {row}: {name}[{at - offsets[row - first_row]}] = {int(values[at])} is not an id (0 .. 2**32-1)"
+                    )
+                values = values.astype(np.uint32)
+        elif pa.types.is_float32(flat.type) and not flat.null_count:
+            values = np.asarray(flat)  # as it is
+        else:
+            values = np.asarray(pc.fill_null(flat.cast(pa.float32()), np.float32(np.nan)), dtype=np.float32)
+        out.append((values, offsets))
+        first_row += len(chunk)
+    return out or [(np.zeros(0, dtype=dtype), np.zeros(1, dtype=np.int64))]
+
+
+def _flat(chunks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Chunks of a list column as one (values, offsets) pair (copied only when there are several)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    starts = np.cumsum([0] + [len(v) for v, _ in chunks[:-1]])
+    return np.concatenate([v for v, _ in chunks]), np.concatenate([[0]] + [o[1:] + s for (_, o), s in zip(chunks, starts)])
+
+
+class _Rows:
+    """A list column's rows, in its chunks (see `_list_chunks`)."""
+
+    def __init__(self, chunks: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.chunks = chunks
+        self.starts = np.cumsum([0] + [len(o) - 1 for _, o in chunks]).tolist()
+
+    def lengths(self) -> np.ndarray:
+        return np.concatenate([np.diff(o) for _, o in self.chunks])
+
+    def __getitem__(self, row: int) -> np.ndarray:
+        k = bisect.bisect_right(self.starts, row) - 1
+        values, offsets = self.chunks[k]
+        i = row - self.starts[k]
+        return values[offsets[i] : offsets[i + 1]]
+
+    def arg(self) -> tuple[Any, Any]:
+        """As `assemble_calls` takes them: (values, offsets), or lists of chunks."""
+        if len(self.chunks) == 1:
+            return self.chunks[0]
+        return [v for v, _ in self.chunks], [o for _, o in self.chunks]
 
 
 def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batch], list[BadCall], int]:
@@ -432,13 +471,16 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     sid = table.column("session_id")
     if sid.null_count:
         raise CallsError(f"{src(int(np.flatnonzero(np.asarray(sid.is_null()))[0]))}: missing field 'session_id'")
-    prompt = _list_column(table, "prompt_ids", dtype=np.uint32, required=True)
-    completion = _list_column(table, "completion_ids", dtype=np.uint32, required=True)
-    assert prompt is not None and completion is not None
-    empty = np.flatnonzero(np.diff(prompt[1]) == 0)
+    prompt_chunks = _list_chunks(table, "prompt_ids", dtype=np.uint32, required=True)
+    completion_chunks = _list_chunks(table, "completion_ids", dtype=np.uint32, required=True)
+    assert prompt_chunks is not None and completion_chunks is not None
+    prompts = _Rows(prompt_chunks)  # read in place, chunk by chunk: prompts are most of a capture
+    completion = _flat(completion_chunks)
+    empty = np.flatnonzero(prompts.lengths() == 0)
     if len(empty):
         raise CallsError(f"{src(int(empty[0]))}: 'prompt_ids' is empty")
-    lps = _list_column(table, "completion_logprobs", dtype=np.float32, required=False)
+    lp_chunks = _list_chunks(table, "completion_logprobs", dtype=np.float32, required=False)
+    lps = None if lp_chunks is None else _flat(lp_chunks)
     c_len = np.diff(completion[1])
     if lps is None:
         logprobs = np.full(len(completion[0]), np.nan, dtype=np.float32)
@@ -476,7 +518,6 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
         raise CallsError(f"{bad[0].source}: {bad[0].reason}")
     order = order[~bad_at]
     counts = np.bincount(code[order], minlength=len(ids)).tolist()
-    p_vals, p_off = prompt
     c_vals, c_off = completion
     batches = []
     start = 0
@@ -485,13 +526,12 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
         rows_part = order[start : start + sum(part)]
         start += sum(part)
         args = {
-            "prompts": (p_vals, p_off), "completion": c_vals, "completion_offsets": c_off, "logprobs": logprobs,
+            "prompts": prompts.arg(), "completion": c_vals, "completion_offsets": c_off, "logprobs": logprobs,
             "session_offsets": np.concatenate([[0], np.cumsum(part)]).astype(np.int64), "order": rows_part.astype(np.int64),
         }  # fmt: skip
 
-        def ids_of(g: int, rows: np.ndarray = rows_part, vals: np.ndarray = p_vals, off: np.ndarray = p_off) -> np.ndarray:
-            r = int(rows[g])
-            return vals[off[r] : off[r + 1]]
+        def ids_of(g: int, rows: np.ndarray = rows_part) -> np.ndarray:
+            return prompts[int(rows[g])]
 
         def done_of(g: int, rows: np.ndarray = rows_part) -> np.ndarray:
             r = int(rows[g])

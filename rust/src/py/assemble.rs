@@ -1,12 +1,15 @@
 //! `assemble_calls`: captured calls of many sessions to chains, on rayon
 //! threads with the GIL released (`crate::assemble`).
 
+use std::borrow::Cow;
+
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::errors::input_error;
+use super::errors::{id_error, input_error};
+use super::input::{extract, Holder};
 use super::threads_arg;
 use crate::assemble::{assemble_many, Assembled, Calls, Options, Policy};
 use crate::batch::with_threads;
@@ -33,6 +36,106 @@ fn offsets(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult
     Ok(out)
 }
 
+/// The `prompts` argument, held while the matching reads it in place.
+///
+/// Arrays are read through [`Holder`], not numpy's borrow registry: that
+/// costs a hash-map entry per array, and its conflict check is quadratic in
+/// the number of views of one array (prompts cut from one buffer).
+enum PromptRows<'py> {
+    /// One id sequence per call.
+    PerCall(Vec<Holder<'py>>),
+    /// A CSR batch in chunks (an Arrow list column): values and offsets each.
+    Chunks(Vec<(Holder<'py>, PyReadonlyArray1<'py, i64>)>),
+}
+
+impl<'py> PromptRows<'py> {
+    fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        if let Ok(list) = obj.cast::<PyList>() {
+            let mut out = Vec::with_capacity(list.len());
+            for (i, item) in list.iter().enumerate() {
+                // The cheap name first; the position is only spelled out for an error.
+                match extract(&item, "prompts") {
+                    Ok(h) => out.push(h),
+                    Err(_) => {
+                        return Err(extract(&item, &format!("prompts[{i}]"))
+                            .err()
+                            .unwrap_or_else(|| input_error(py, "prompts", Some(i), "is not a sequence of token ids")))
+                    }
+                }
+            }
+            return Ok(PromptRows::PerCall(out));
+        }
+        let pair = obj.cast::<PyTuple>().ok().filter(|t| t.len() == 2).ok_or_else(|| {
+            input_error(
+                py,
+                "prompts",
+                None,
+                "must be a list of uint32 arrays or a (uint32 values, int64 offsets) pair (of arrays or lists of chunks)",
+            )
+        })?;
+        let (values, offs) = (pair.get_item(0)?, pair.get_item(1)?);
+        let (values, offs): (Vec<Bound<'py, PyAny>>, Vec<Bound<'py, PyAny>>) =
+            match (values.cast::<PyList>(), offs.cast::<PyList>()) {
+                (Ok(v), Ok(o)) => (v.iter().collect(), o.iter().collect()),
+                (Err(_), Err(_)) => (vec![values], vec![offs]),
+                _ => {
+                    return Err(input_error(
+                        py,
+                        "prompts",
+                        None,
+                        "values and offsets must both be lists of chunks, or neither",
+                    ))
+                }
+            };
+        if values.len() != offs.len() {
+            return Err(input_error(
+                py,
+                "prompts",
+                None,
+                &format!("has {} chunks of values for {} of offsets", values.len(), offs.len()),
+            ));
+        }
+        let mut chunks = Vec::with_capacity(values.len());
+        for (v, o) in values.iter().zip(&offs) {
+            let o: PyReadonlyArray1<'py, i64> =
+                o.extract().map_err(|_| input_error(py, "prompts", None, "offsets must be int64 arrays"))?;
+            chunks.push((extract(v, "prompts")?, o));
+        }
+        Ok(PromptRows::Chunks(chunks))
+    }
+
+    /// The arrays (per call, or per chunk), validated.
+    fn sources(&self, py: Python<'_>) -> PyResult<Vec<Cow<'_, [u32]>>> {
+        let holders: Vec<&Holder<'py>> = match self {
+            PromptRows::PerCall(h) => h.iter().collect(),
+            PromptRows::Chunks(c) => c.iter().map(|x| &x.0).collect(),
+        };
+        holders
+            .iter()
+            .enumerate()
+            .map(|(i, h)| h.ids().map_err(|e| id_error(py, &format!("prompts[{i}]"), &e)))
+            .collect()
+    }
+
+    /// Each call's prompt, from `sources`.
+    fn rows<'a>(&self, py: Python<'_>, sources: &'a [Cow<'a, [u32]>]) -> PyResult<Vec<&'a [u32]>> {
+        match self {
+            PromptRows::PerCall(_) => Ok(sources.iter().map(AsRef::as_ref).collect()),
+            PromptRows::Chunks(chunks) => {
+                let mut out = Vec::new();
+                for ((_, offs), v) in chunks.iter().zip(sources) {
+                    let o =
+                        offs.as_slice().map_err(|_| input_error(py, "prompts", None, "offsets must be contiguous"))?;
+                    let o = offsets(py, "prompts", o, v.len())?;
+                    out.extend(o.windows(2).map(|w| &v[w[0]..w[1]]));
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
 fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
     match name {
         "fork" => Ok(Policy::Fork),
@@ -44,8 +147,9 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 
 /// Assemble the calls of many sessions into chains (see `tito_fast.assemble`).
 ///
-/// `prompts`: one uint32 array per call, or one CSR batch `(values,
-/// offsets)` (an Arrow list column), read in place; completions as a CSR
+/// `prompts`: one id sequence per call, or one CSR batch `(values,
+/// offsets)` whose values and offsets may be lists of chunks (an Arrow list
+/// column's), read in place; completions as a CSR
 /// batch `completion` / `completion_offsets`, `logprobs` aligned with
 /// `completion` (NaN where the engine gave none); `order`: the call rows to
 /// assemble in session and call order, each at most once (None: every row,
@@ -71,10 +175,6 @@ pub(crate) fn assemble_calls<'py>(
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
-    // Prompts: one array per call, or one CSR batch (values, offsets) such as an Arrow list column.
-    let per_call: Option<Vec<PyReadonlyArray1<'py, u32>>> = prompts.extract().ok();
-    let csr: Option<(PyReadonlyArray1<'py, u32>, PyReadonlyArray1<'py, i64>)> =
-        if per_call.is_none() { prompts.extract().ok() } else { None };
     let c = completion.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
     let lp = logprobs.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
     let co =
@@ -90,36 +190,17 @@ pub(crate) fn assemble_calls<'py>(
     }
     let co = offsets(py, "completion_offsets", co, c.len())?;
     let rows = co.len() - 1;
-    let mut p_rows: Vec<&[u32]> = Vec::with_capacity(rows);
-    match (&per_call, &csr) {
-        (Some(list), _) => {
-            for (i, a) in list.iter().enumerate() {
-                p_rows
-                    .push(a.as_slice().map_err(|_| input_error(py, "prompts", Some(i), "must be a contiguous array"))?);
-            }
-        }
-        (None, Some((values, offs))) => {
-            let v =
-                values.as_slice().map_err(|_| input_error(py, "prompts", None, "values must be a contiguous array"))?;
-            let o = offs.as_slice().map_err(|_| input_error(py, "prompts", None, "offsets must be contiguous"))?;
-            let o = offsets(py, "prompts", o, v.len())?;
-            p_rows.extend(o.windows(2).map(|w| &v[w[0]..w[1]]));
-        }
-        (None, None) => {
-            return Err(input_error(
-                py,
-                "prompts",
-                None,
-                "must be a list of uint32 arrays or a (uint32 values, int64 offsets) pair",
-            ))
-        }
-    }
+    // Prompts: one array per call, or a CSR batch (values, offsets), whose
+    // values and offsets may be lists of chunks (an Arrow list column).
+    let prompt_rows = PromptRows::extract(prompts)?;
+    let sources = prompt_rows.sources(py)?;
+    let p_rows = prompt_rows.rows(py, &sources)?;
     if p_rows.len() != rows {
         return Err(input_error(
             py,
             "completion_offsets",
             None,
-            &format!("must describe {} calls (one per prompt)", p_rows.len()),
+            &format!("describes {rows} calls, but there are {} prompts", p_rows.len()),
         ));
     }
     let order: Vec<usize> = match &order {

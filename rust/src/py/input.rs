@@ -75,6 +75,22 @@ impl Holder<'_> {
     }
 }
 
+impl Holder<'_> {
+    /// The ids, validated: `u32` (and non-negative `i32`) arrays are
+    /// borrowed as they are, other widths converted.
+    ///
+    /// # Errors
+    /// The first element that is not an id.
+    pub(crate) fn ids(&self) -> Result<std::borrow::Cow<'_, [u32]>, crate::error::IdError> {
+        use std::borrow::Cow;
+        match self.raw() {
+            Raw::U32(s) => Ok(Cow::Borrowed(s)),
+            Raw::I32(s) => crate::ids::i32_as_ids(s).map(Cow::Borrowed),
+            other => other.normalize().map(|c| Cow::Owned(c.into_owned())),
+        }
+    }
+}
+
 /// # Safety
 /// `p` must point to `n` initialised, aligned elements of width `w`, valid
 /// for the returned lifetime.
