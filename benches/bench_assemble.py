@@ -10,7 +10,10 @@ arrays (everything: grouping, the Rust matching on all cores, the checks, the
 chains); `tito_fast_arrow`: the same on an Arrow table of the calls (uint32
 list columns, as a capture writer stores them; no Python object per call); `tito_fast_matching_1_thread`: the Rust matching alone on one thread
 (`assemble_calls` on the prompt arrays and the completions as CSR arrays), whose prompt ids per second
-is the matching's speed per core. Identical chains are asserted.
+is the matching's speed per core; `numpy_read_1_thread`: numpy's `max` over
+the same prompt ids laid out in one array, the speed at which one core reads
+them from memory (the bound the matching is measured against). Identical
+chains are asserted.
 Sessions: `TITO_FAST_BENCH_SESSIONS` (default 1,000 at full size); ids a
 call adds: `TITO_FAST_BENCH_CALL_IDS` (default 150).
 """
@@ -128,7 +131,7 @@ def _table(n: int, calls: int) -> Any:
     )
 
 
-@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_arrow", "tito_fast_matching_1_thread"])
+@pytest.mark.parametrize("impl", ["python", "tito_fast", "tito_fast_arrow", "tito_fast_matching_1_thread", "numpy_read_1_thread"])
 def bench_assemble(benchmark: Any, full_size: bool, impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
     n = int(os.environ.get("TITO_FAST_BENCH_SESSIONS", "1000")) if full_size else 4
     calls = 50 if full_size else 12
@@ -142,6 +145,13 @@ def bench_assemble(benchmark: Any, full_size: bool, impl: str, monkeypatch: pyte
     if impl == "python":
         out = benchmark.pedantic(lambda: _reference(lists), **rounds)
         benchmark.extra_info["chains"] = sum(len(o["chains"]) for o in out)
+        return
+    if impl == "numpy_read_1_thread":
+        flat = _FLAT[(n, calls)][0][0]
+        assert len(flat) == prompt_ids
+        benchmark.pedantic(flat.max, **rounds)
+        if benchmark.stats is not None:
+            benchmark.extra_info["prompt_ids_per_second"] = prompt_ids / benchmark.stats.stats.median
         return
     if impl == "tito_fast_matching_1_thread":
         sessions, _ = group_sessions(objects)

@@ -94,6 +94,18 @@ def headlines(data: dict[str, Any]) -> str:
                 parts.append(f"native on 2 threads, per conversation: {per * 1e3:.2f} ms ({med['transformers'] / per:.0f}× transformers)")
         if "tito_fast_csr_1t" in med and "tito_fast_csr_2t" in med:
             parts.append(f"csr 1 thread / 2 threads = {med['tito_fast_csr_1t'] / med['tito_fast_csr_2t']:.2f}×")
+        if "tito_fast_matching_1_thread" in med:
+            if "python" in med:
+                parts += [f"python / {k} = {med['python'] / med[k]:.1f}×" for k in ("tito_fast_arrow", "tito_fast") if k in med]
+            ips = extra[group]["tito_fast_matching_1_thread"].get("prompt_ids_per_second")
+            read = extra[group].get("numpy_read_1_thread", {}).get("prompt_ids_per_second")
+            if ips:
+                parts.append(f"matching on 1 thread: {ips / 1e6:.0f}M prompt ids/s")
+                if read:
+                    parts.append(f"numpy reads the same ids at {read / 1e6:.0f}M/s (matching = {ips / read:.2f}× that)")
+            for k, info in extra[group].items():
+                if "bytes" in info and info.get("ids_masks_logprobs_bytes"):
+                    parts.append(f"{k} output memory / its ids, masks and logprobs = {info['bytes'] / info['ids_masks_logprobs_bytes']:.2f}×")
         mem = {k: v["bytes"] for k, v in extra[group].items() if "bytes" in v}
         if "tito_fast" in mem and "python" in mem:
             final = extra[group]["tito_fast"].get("final_uint32_bytes")

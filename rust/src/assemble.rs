@@ -23,12 +23,24 @@
 //! are counted as masked) or `drop` (the completion is not emitted and is
 //! counted as dropped).
 //!
-//! Every chain is checked before it is returned: each completion id with
-//! loss 1 follows exactly its call's prompt and the completion ids before
-//! it, and carries its call's logprob; each call's sampled ids are emitted
-//! with loss 1, masked or dropped, and the three add up.
+//! A chain is held as the list of its calls (links), never as a copy of its
+//! ids: a call that extends or realigns a chain takes over its ids up to
+//! where its prompt departs, so a chain's ids are always its last call's
+//! prompt and completion, read where they are. They are written once, into
+//! the output (see [`flatten`]).
+//!
+//! Every chain is checked before it is returned, in two steps while the ids
+//! are hot in cache: after a session's matching, every call whose sampled
+//! ids remain in a chain has its prompt compared with the chain's ids before
+//! them and its completion with the ids after; after the output is written,
+//! its ids, loss mask and logprobs are compared with the chain. So each id
+//! with loss 1 follows exactly its call's prompt and the completion ids
+//! before it, and carries its call's logprob; each call's sampled ids are
+//! emitted with loss 1, masked or dropped, and the three add up.
 
 use rayon::prelude::*;
+
+use crate::prefix::common_prefix_len;
 
 /// What to do with a call that does not extend a chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,71 +96,121 @@ impl Calls<'_> {
     fn prompt(&self, c: usize) -> &[u32] {
         self.prompts[c]
     }
-    fn completion(&self, c: usize) -> (&[u32], &[f32]) {
-        (self.completions[c], self.logprobs[c])
-    }
 }
 
-/// One chain of a session.
+/// A call's ids in a chain: its prompt's ids from `from` (the ids before
+/// are the chain's already), then its completion from `prompt_end` on, up to
+/// `end` (less than the completion's end where a later call cut the chain).
+/// A chain's links tile it: each starts where the one before ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub call: u32,
+    pub from: usize,
+    pub prompt_end: usize,
+    pub end: usize,
+}
+
+/// One chain of a session: its calls in order.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Chain {
-    pub ids: Vec<u32>,
-    /// 1 on sampled completion ids, else 0.
-    pub loss: Vec<u8>,
-    /// The engine's logprob on sampled ids, NaN elsewhere.
-    pub logprobs: Vec<f32>,
-    /// Runs of ids by the call (session-local index) that added them:
-    /// (first position, call).
-    pub spans: Vec<(usize, u32)>,
-    /// Where each call of the chain has its prompt end and completion end.
-    calls: Vec<(u32, usize, usize)>,
+    pub links: Vec<Link>,
     first_block_end: usize,
     /// False once a later call forked off it.
     pub open: bool,
 }
 
 impl Chain {
-    fn push(&mut self, ids: &[u32], sampled: Option<&[f32]>, call: u32) {
-        if ids.is_empty() {
-            return;
-        }
-        if self.spans.last().map(|s| s.1) != Some(call) {
-            self.spans.push((self.ids.len(), call));
-        }
-        self.ids.extend_from_slice(ids);
-        match sampled {
-            Some(lp) => {
-                self.loss.resize(self.ids.len(), 1);
-                self.logprobs.extend_from_slice(lp);
-            }
-            None => {
-                self.loss.resize(self.ids.len(), 0);
-                self.logprobs.resize(self.ids.len(), f32::NAN);
-            }
+    fn new(call: u32, prompt: &[u32], completion: usize, boundary: &[u32]) -> Self {
+        let end = prompt.len() + completion;
+        Chain {
+            links: vec![Link { call, from: 0, prompt_end: prompt.len(), end }],
+            first_block_end: first_block_end(prompt, boundary),
+            open: true,
         }
     }
 
-    /// Drop the ids from `at` on; how many of them were sampled.
+    /// Its number of ids.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.links.last().map_or(0, |l| l.end)
+    }
+
+    /// True when it has no ids.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its ids, in two parts: its last call's prompt and completion.
+    #[must_use]
+    pub fn parts<'a>(&self, calls: &Calls<'a>) -> (&'a [u32], &'a [u32]) {
+        let c = self.links.last().map_or(0, |l| l.call as usize);
+        (calls.prompts[c], calls.completions[c])
+    }
+
+    /// Cut the chain at `at`; how many sampled ids were cut.
     fn truncate(&mut self, at: usize) -> usize {
-        let masked = self.loss[at..].iter().filter(|&&l| l == 1).count();
-        self.ids.truncate(at);
-        self.loss.truncate(at);
-        self.logprobs.truncate(at);
-        while self.spans.last().is_some_and(|s| s.0 >= at) {
-            self.spans.pop();
-        }
-        for c in &mut self.calls {
-            c.1 = c.1.min(at);
-            c.2 = c.2.min(at);
+        let mut masked = 0;
+        while let Some(l) = self.links.last_mut() {
+            if l.end <= at {
+                break;
+            }
+            masked += l.end - l.prompt_end.max(at).min(l.end);
+            if l.from >= at {
+                self.links.pop();
+            } else {
+                l.end = at;
+                break;
+            }
         }
         masked
     }
 
-    fn add_call(&mut self, call: u32, prompt: &[u32], completion: &[u32], lp: &[f32], from: usize) {
-        self.push(&prompt[from..], None, call);
-        let prompt_end = self.ids.len();
-        self.push(completion, Some(lp), call);
-        self.calls.push((call, prompt_end, self.ids.len()));
+    /// Cut at `from` (where `prompt` departs) and take `call` from there on;
+    /// how many sampled ids were cut.
+    fn take_over(&mut self, call: u32, prompt: &[u32], completion: usize, from: usize) -> usize {
+        let masked = self.truncate(from);
+        self.links.push(Link { call, from, prompt_end: prompt.len(), end: prompt.len() + completion });
+        masked
+    }
+
+    /// Write its ids, loss mask (`loss` must be zeros) and logprobs.
+    fn write(&self, calls: &Calls<'_>, ids: &mut [u32], loss: &mut [u8], logprobs: &mut [f32]) {
+        let (a, b) = self.parts(calls);
+        ids[..a.len()].copy_from_slice(a);
+        ids[a.len()..].copy_from_slice(b);
+        logprobs.fill(f32::NAN);
+        for l in &self.links {
+            if l.end > l.prompt_end {
+                loss[l.prompt_end..l.end].fill(1);
+                logprobs[l.prompt_end..l.end].copy_from_slice(&calls.logprobs[l.call as usize][..l.end - l.prompt_end]);
+            }
+        }
+    }
+
+    /// Its runs of ids by call: (first position, call), skipping calls left with no ids.
+    pub fn spans(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.links.iter().filter(|l| l.end > l.from).map(|l| (l.from, l.call))
+    }
+}
+
+/// Ids in common between `chain` (in two parts) and `prompt`.
+fn common_prefix(chain: (&[u32], &[u32]), prompt: &[u32]) -> usize {
+    let (a, b) = chain;
+    let l = common_prefix_len(a, prompt);
+    if l < a.len() {
+        l
+    } else {
+        l + common_prefix_len(b, &prompt[l..])
+    }
+}
+
+/// Id `i` of a chain in two parts.
+fn id_at(chain: (&[u32], &[u32]), i: usize) -> u32 {
+    if i < chain.0.len() {
+        chain.0[i]
+    } else {
+        chain.1[i - chain.0.len()]
     }
 }
 
@@ -196,14 +258,15 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
     for c in 0..calls.len() {
         let call = u32::try_from(c).expect("fewer than 2**32 calls a session");
         let prompt = calls.prompt(c);
-        let (completion, lp) = calls.completion(c);
+        let completion = calls.completions[c].len();
         // The best open chain: a whole-chain match (the longest), else the longest common prefix.
         let mut best: Option<(usize, usize)> = None; // (chain, common prefix)
         let mut extends: Option<(usize, usize)> = None;
         for (k, chain) in out.chains.iter().enumerate().filter(|(_, ch)| ch.open) {
-            let l = crate::prefix::common_prefix_len(&chain.ids, prompt);
-            let n = chain.ids.len();
-            let trimmable = n - l <= opt.max_trim && chain.ids[l..].iter().all(|id| opt.trim.contains(id));
+            let parts = chain.parts(calls);
+            let l = common_prefix(parts, prompt);
+            let n = chain.len();
+            let trimmable = n - l <= opt.max_trim && (l..n).all(|i| opt.trim.contains(&id_at(parts, i)));
             if (l == n || (trimmable && l < prompt.len()))
                 && extends.is_none_or(|(e, el)| el < l || (el == l && Some(k) == last && Some(e) != last))
             {
@@ -215,9 +278,8 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         }
         if let Some((k, l)) = extends {
             let chain = &mut out.chains[k];
-            let removed = chain.ids.len() - l;
-            let masked = chain.truncate(l);
-            chain.add_call(call, prompt, completion, lp, l);
+            let removed = chain.len() - l;
+            let masked = chain.take_over(call, prompt, completion, l);
             if removed > 0 || last != Some(k) {
                 out.events.push(Event {
                     call,
@@ -237,9 +299,6 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         }
         let Some((k, l)) = best else {
             // The session's first call (or every chain has ended): a new root, no event for the first.
-            let mut chain =
-                Chain { open: true, first_block_end: first_block_end(prompt, &opt.boundary), ..Chain::default() };
-            chain.add_call(call, prompt, completion, lp, 0);
             if c > 0 {
                 out.events.push(Event {
                     call,
@@ -255,12 +314,12 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
             }
             out.call_chain.push(out.chains.len() as i64);
             last = Some(out.chains.len());
-            out.chains.push(chain);
+            out.chains.push(Chain::new(call, prompt, completion, &opt.boundary));
             continue;
         };
         let chain = &out.chains[k];
-        let n = chain.ids.len();
-        let last_prompt_end = chain.calls.last().map_or(0, |c| c.1);
+        let n = chain.len();
+        let last_prompt_end = chain.links.last().map_or(0, |l| l.prompt_end);
         let kind = if l == prompt.len() {
             Kind::Rollback
         } else if n - l <= opt.realign_window && l >= last_prompt_end {
@@ -275,14 +334,12 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
             Event { call, kind, policy, chain: k as i64, to_chain: -1, position: l, removed: 0, masked: 0, dropped: 0 };
         match policy {
             Policy::Drop => {
-                event.dropped = completion.len();
+                event.dropped = completion;
                 out.call_chain.push(-1);
             }
             Policy::Realign => {
-                let chain = &mut out.chains[k];
                 event.removed = n - l;
-                event.masked = chain.truncate(l);
-                chain.add_call(call, prompt, completion, lp, l);
+                event.masked = out.chains[k].take_over(call, prompt, completion, l);
                 event.to_chain = k as i64;
                 out.call_chain.push(k as i64);
                 last = Some(k);
@@ -291,13 +348,10 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
                 if kind != Kind::NewRoot {
                     out.chains[k].open = false;
                 }
-                let mut fresh =
-                    Chain { open: true, first_block_end: first_block_end(prompt, &opt.boundary), ..Chain::default() };
-                fresh.add_call(call, prompt, completion, lp, 0);
                 event.to_chain = out.chains.len() as i64;
                 out.call_chain.push(out.chains.len() as i64);
                 last = Some(out.chains.len());
-                out.chains.push(fresh);
+                out.chains.push(Chain::new(call, prompt, completion, &opt.boundary));
             }
         }
         out.events.push(event);
@@ -312,45 +366,48 @@ pub struct Broken {
     pub what: &'static str,
 }
 
-/// Check the invariant of the module doc on one assembled session.
+/// The invariant of the module doc on one assembled session, on its chains'
+/// links (the ids are the chains', read from the input): each call with
+/// sampled ids left in a chain has exactly its prompt before them and its
+/// completion's first ids as them, each call's sampled ids are in one chain
+/// only, and delivered + masked + dropped = sampled.
 ///
 /// # Errors
-/// The first call whose ids break it.
+/// The first call that breaks it.
 pub fn check_session(calls: &Calls<'_>, a: &Assembled) -> Result<(), Broken> {
     let mut emitted = vec![0usize; calls.len()];
     for chain in &a.chains {
-        let mut s = 0;
-        while s < chain.spans.len() {
-            let (start, call) = chain.spans[s];
-            let end = chain.spans.get(s + 1).map_or(chain.ids.len(), |x| x.0);
-            let c = call as usize;
-            let broken = |what| Broken { call, what };
-            let first = (start..end).find(|&i| chain.loss[i] == 1);
-            if let Some(q) = first {
-                let prompt = calls.prompt(c);
-                let (completion, lp) = calls.completion(c);
-                let m = end - q;
-                if chain.loss[q..end].iter().any(|&l| l != 1) {
-                    return Err(broken("ids after a sampled id are not all sampled"));
-                }
-                if q != prompt.len() || chain.ids[..q] != *prompt {
-                    return Err(broken("sampled ids do not follow exactly their call's prompt"));
-                }
-                if m > completion.len() || chain.ids[q..end] != completion[..m] {
-                    return Err(broken("sampled ids are not the call's completion"));
-                }
-                if chain.logprobs[q..end].iter().zip(&lp[..m]).any(|(a, b)| a.to_bits() != b.to_bits()) {
-                    return Err(broken("a logprob is not the engine's"));
-                }
-                if emitted[c] > 0 {
-                    return Err(broken("a call's sampled ids are emitted in two chains"));
-                }
-                emitted[c] = m;
+        let parts = chain.parts(calls);
+        let n = parts.0.len() + parts.1.len();
+        let mut at = 0;
+        for l in &chain.links {
+            let broken = |what| Err(Broken { call: l.call, what });
+            let c = l.call as usize;
+            if l.from != at || l.end < l.from || l.end > l.prompt_end + calls.completions[c].len() {
+                return broken("a chain's calls do not tile it");
             }
-            if chain.loss[start..first.unwrap_or(end)].iter().any(|&l| l != 0) {
-                return Err(broken("a prompt id has loss 1"));
+            at = l.end;
+            if l.end <= l.prompt_end {
+                continue;
             }
-            s += 1;
+            let (prompt, completion) = (calls.prompt(c), calls.completions[c]);
+            let m = l.end - l.prompt_end;
+            if l.prompt_end != prompt.len() || common_prefix(parts, prompt) != prompt.len() {
+                return broken("sampled ids do not follow exactly their call's prompt");
+            }
+            if (0..m).any(|i| id_at(parts, l.prompt_end + i) != completion[i]) {
+                return broken("sampled ids are not the call's completion");
+            }
+            if emitted[c] > 0 {
+                return broken("a call's sampled ids are emitted in two chains");
+            }
+            emitted[c] = m;
+        }
+        if at != n {
+            return Err(Broken {
+                call: chain.links.last().map_or(0, |l| l.call),
+                what: "a chain's calls do not tile it",
+            });
         }
     }
     let dropped: usize = a.events.iter().map(|e| e.dropped).sum();
@@ -363,21 +420,249 @@ pub fn check_session(calls: &Calls<'_>, a: &Assembled) -> Result<(), Broken> {
     Ok(())
 }
 
+/// The written ids, loss mask and logprobs of `chain`, checked against its
+/// links: its ids, loss 1 exactly on its calls' sampled ids, and there the
+/// engine's logprobs (bit for bit).
+///
+/// # Errors
+/// The first call whose ids break it.
+fn check_written(calls: &Calls<'_>, chain: &Chain, ids: &[u32], loss: &[u8], logprobs: &[f32]) -> Result<(), Broken> {
+    let (a, b) = chain.parts(calls);
+    let top = chain.links.last().map_or(0, |l| l.call);
+    if ids.len() != a.len() + b.len() || ids[..a.len()] != *a || ids[a.len()..] != *b {
+        return Err(Broken { call: top, what: "a chain's ids are not its last call's prompt and completion" });
+    }
+    for l in &chain.links {
+        let broken = |what| Err(Broken { call: l.call, what });
+        let q = l.prompt_end.min(l.end);
+        if loss[l.from..q].iter().any(|&x| x != 0) {
+            return broken("a prompt id has loss 1");
+        }
+        if loss[q..l.end].iter().any(|&x| x != 1) {
+            return broken("a sampled id has loss 0");
+        }
+        let lp = &calls.logprobs[l.call as usize];
+        if logprobs[q..l.end].iter().zip(lp.iter()).any(|(x, y)| x.to_bits() != y.to_bits()) {
+            return broken("a logprob is not the engine's");
+        }
+    }
+    Ok(())
+}
+
 /// Many sessions on the current rayon pool; `sessions[s]` is the range of
 /// calls of session `s` in `calls`.
 pub fn assemble_many(calls: &Calls<'_>, sessions: &[(usize, usize)], opt: &Options) -> Vec<Result<Assembled, Broken>> {
     sessions
         .par_iter()
         .map(|&(a, b)| {
-            let sub = Calls {
-                prompts: &calls.prompts[a..b],
-                completions: &calls.completions[a..b],
-                logprobs: &calls.logprobs[a..b],
-            };
+            let sub = session(calls, (a, b));
             let out = assemble_session(&sub, opt);
             check_session(&sub, &out).map(|()| out)
         })
         .collect()
+}
+
+/// The calls `a..b`.
+fn session<'a>(calls: &Calls<'a>, (a, b): (usize, usize)) -> Calls<'a> {
+    Calls { prompts: &calls.prompts[a..b], completions: &calls.completions[a..b], logprobs: &calls.logprobs[a..b] }
+}
+
+/// Every session's chains, call runs, per-call chains and events in flat
+/// arrays, chains numbered across sessions and calls by their position in
+/// the whole input (the layout `assemble_calls` returns).
+#[derive(Debug, Default, PartialEq)]
+pub struct Flat {
+    pub ids: Vec<u32>,
+    pub loss: Vec<u8>,
+    pub logprobs: Vec<f32>,
+    pub chain_session: Vec<i64>,
+    /// Where each chain's ids start in `ids` (one more entry: the end).
+    pub chain_offsets: Vec<i64>,
+    pub chain_open: Vec<bool>,
+    /// Where each chain's runs start in `span_start` / `span_call` (one more entry).
+    pub span_offsets: Vec<i64>,
+    /// A run's first position in its chain, and its call.
+    pub span_start: Vec<i64>,
+    pub span_call: Vec<i64>,
+    /// Per call, its chain (-1: dropped).
+    pub call_chain: Vec<i64>,
+    /// Per event: call, kind, policy, chain, to_chain, position, removed, masked, dropped.
+    pub events: [Vec<i64>; 9],
+}
+
+/// One session's share of the flat arrays.
+struct Part<'a> {
+    ids: &'a mut [u32],
+    loss: &'a mut [u8],
+    logprobs: &'a mut [f32],
+    chain_session: &'a mut [i64],
+    chain_end: &'a mut [i64],
+    chain_open: &'a mut [bool],
+    span_end: &'a mut [i64],
+    span_start: &'a mut [i64],
+    span_call: &'a mut [i64],
+    call_chain: &'a mut [i64],
+    /// Where the session's ids, chains and runs start in the whole.
+    base: (usize, usize, usize),
+}
+
+impl Part<'_> {
+    /// Write session `session`'s chains (its calls: `calls`, the first at
+    /// `first_call` of the whole input), checking each as it is written.
+    fn fill(self, session: usize, first_call: usize, calls: &Calls<'_>, a: &Assembled) -> Result<(), Broken> {
+        let (id_base, chain_base, span_base) = self.base;
+        let (mut at, mut sp) = (0, 0);
+        for (k, ch) in a.chains.iter().enumerate() {
+            let n = ch.len();
+            let (ids, loss, logprobs) =
+                (&mut self.ids[at..at + n], &mut self.loss[at..at + n], &mut self.logprobs[at..at + n]);
+            ch.write(calls, ids, loss, logprobs);
+            check_written(calls, ch, ids, loss, logprobs)?;
+            at += n;
+            self.chain_session[k] = session as i64;
+            self.chain_end[k] = (id_base + at) as i64;
+            self.chain_open[k] = ch.open;
+            for (start, call) in ch.spans() {
+                self.span_start[sp] = start as i64;
+                self.span_call[sp] = (first_call + call as usize) as i64;
+                sp += 1;
+            }
+            self.span_end[k] = (span_base + sp) as i64;
+        }
+        for (out, &k) in self.call_chain.iter_mut().zip(&a.call_chain) {
+            *out = if k < 0 { -1 } else { chain_base as i64 + k };
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Part<'a> {
+    /// This part's first `ids` ids, `chains` chains, `spans` runs and
+    /// `calls` calls (at `base`), and the rest.
+    fn split(
+        self,
+        (ids, chains, spans, calls): (usize, usize, usize, usize),
+        base: (usize, usize, usize),
+    ) -> (Self, Self) {
+        let (ids_h, ids_t) = self.ids.split_at_mut(ids);
+        let (loss_h, loss_t) = self.loss.split_at_mut(ids);
+        let (lp_h, lp_t) = self.logprobs.split_at_mut(ids);
+        let (cs_h, cs_t) = self.chain_session.split_at_mut(chains);
+        let (ce_h, ce_t) = self.chain_end.split_at_mut(chains);
+        let (co_h, co_t) = self.chain_open.split_at_mut(chains);
+        let (se_h, se_t) = self.span_end.split_at_mut(chains);
+        let (ss_h, ss_t) = self.span_start.split_at_mut(spans);
+        let (sc_h, sc_t) = self.span_call.split_at_mut(spans);
+        let (cc_h, cc_t) = self.call_chain.split_at_mut(calls);
+        let head = Part {
+            ids: ids_h,
+            loss: loss_h,
+            logprobs: lp_h,
+            chain_session: cs_h,
+            chain_end: ce_h,
+            chain_open: co_h,
+            span_end: se_h,
+            span_start: ss_h,
+            span_call: sc_h,
+            call_chain: cc_h,
+            base,
+        };
+        let tail = Part {
+            ids: ids_t,
+            loss: loss_t,
+            logprobs: lp_t,
+            chain_session: cs_t,
+            chain_end: ce_t,
+            chain_open: co_t,
+            span_end: se_t,
+            span_start: ss_t,
+            span_call: sc_t,
+            call_chain: cc_t,
+            base: self.base,
+        };
+        (head, tail)
+    }
+}
+
+/// Write assembled sessions (`sessions[s]`: the range of session `s`'s
+/// calls in `calls`) into flat arrays: each chain's ids are written once,
+/// from the input, and checked there (see [`check_written`]). Runs on the
+/// current rayon pool, each session into its own share of the arrays.
+///
+/// # Errors
+/// A session (by position) and the call whose written ids break the invariant.
+pub fn flatten(
+    calls: &Calls<'_>,
+    mut done: Vec<Assembled>,
+    sessions: &[(usize, usize)],
+) -> Result<Flat, (usize, Broken)> {
+    let ids_of = |a: &Assembled| a.chains.iter().map(Chain::len).sum::<usize>();
+    let spans_of = |a: &Assembled| a.chains.iter().map(|c| c.spans().count()).sum::<usize>();
+    let (mut n_ids, mut n_chains, mut n_spans, mut n_calls) = (0, 0, 0, 0);
+    let mut bases = Vec::with_capacity(done.len());
+    for a in &done {
+        bases.push((n_ids, n_chains, n_spans));
+        n_ids += ids_of(a);
+        n_chains += a.chains.len();
+        n_spans += spans_of(a);
+        n_calls += a.call_chain.len();
+    }
+    let mut events: [Vec<i64>; 9] = Default::default();
+    for (a, (&(first, _), &(_, chain_base, _))) in done.iter_mut().zip(sessions.iter().zip(&bases)) {
+        let global = |k: i64| if k < 0 { -1 } else { chain_base as i64 + k };
+        for e in std::mem::take(&mut a.events) {
+            let row = [
+                (first + e.call as usize) as i64,
+                e.kind as i64,
+                e.policy as i64,
+                global(e.chain),
+                global(e.to_chain),
+                e.position as i64,
+                e.removed as i64,
+                e.masked as i64,
+                e.dropped as i64,
+            ];
+            for (col, v) in events.iter_mut().zip(row) {
+                col.push(v);
+            }
+        }
+    }
+    let mut f = Flat {
+        ids: vec![0; n_ids],
+        loss: vec![0; n_ids],
+        logprobs: vec![0.0; n_ids],
+        chain_session: vec![0; n_chains],
+        chain_offsets: vec![0; n_chains + 1],
+        chain_open: vec![false; n_chains],
+        span_offsets: vec![0; n_chains + 1],
+        span_start: vec![0; n_spans],
+        span_call: vec![0; n_spans],
+        call_chain: vec![0; n_calls],
+        events,
+    };
+    let mut rest = Part {
+        ids: &mut f.ids,
+        loss: &mut f.loss,
+        logprobs: &mut f.logprobs,
+        chain_session: &mut f.chain_session,
+        chain_end: &mut f.chain_offsets[1..],
+        chain_open: &mut f.chain_open,
+        span_end: &mut f.span_offsets[1..],
+        span_start: &mut f.span_start,
+        span_call: &mut f.span_call,
+        call_chain: &mut f.call_chain,
+        base: (0, 0, 0),
+    };
+    let mut parts = Vec::with_capacity(done.len());
+    for (a, &base) in done.iter().zip(&bases) {
+        let (head, tail) = rest.split((ids_of(a), a.chains.len(), spans_of(a), a.call_chain.len()), base);
+        parts.push(head);
+        rest = tail;
+    }
+    parts.into_par_iter().zip(&done).enumerate().try_for_each(|(s, (part, a))| {
+        part.fill(s, sessions[s].0, &session(calls, sessions[s]), a).map_err(|b| (s, b))
+    })?;
+    Ok(f)
 }
 
 #[cfg(test)]
@@ -386,64 +671,111 @@ mod tests {
 
     const B: u32 = 100; // a block marker
 
-    fn run(calls: &[(&[u32], &[u32])], policy: [Policy; 4]) -> Assembled {
+    /// A chain as written: ids, loss, logprobs, runs.
+    #[derive(Debug)]
+    struct Out {
+        ids: Vec<u32>,
+        loss: Vec<u8>,
+        spans: Vec<(usize, u32)>,
+        open: bool,
+    }
+
+    struct Run {
+        a: Assembled,
+        chains: Vec<Out>,
+        events: Vec<Event>,
+    }
+
+    fn logprobs_of(c: &[&[u32]]) -> Vec<Vec<f32>> {
+        c.iter().enumerate().map(|(k, c)| c.iter().map(|&x| -(k as f32) - x as f32).collect()).collect()
+    }
+
+    fn run(calls: &[(&[u32], &[u32])], policy: [Policy; 4]) -> Run {
         let p: Vec<&[u32]> = calls.iter().map(|x| x.0).collect();
         let c: Vec<&[u32]> = calls.iter().map(|x| x.1).collect();
-        let lps: Vec<Vec<f32>> =
-            c.iter().enumerate().map(|(k, c)| c.iter().map(|&x| -(k as f32) - x as f32).collect()).collect();
+        let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp };
         let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B] };
-        let out = assemble_session(&calls, &opt);
-        check_session(&calls, &out).unwrap();
-        out
+        let a = assemble_session(&calls, &opt);
+        check_session(&calls, &a).unwrap();
+        let f = flatten(&calls, vec![a.clone()], &[(0, calls.len())]).unwrap();
+        let chains = (0..a.chains.len())
+            .map(|k| {
+                let (x, y) = (f.chain_offsets[k] as usize, f.chain_offsets[k + 1] as usize);
+                let (sx, sy) = (f.span_offsets[k] as usize, f.span_offsets[k + 1] as usize);
+                for i in x..y {
+                    // NaN exactly off the sampled ids
+                    assert_eq!(f.loss[i] == 1, !f.logprobs[i].is_nan());
+                }
+                Out {
+                    ids: f.ids[x..y].to_vec(),
+                    loss: f.loss[x..y].to_vec(),
+                    spans: (sx..sy).map(|j| (f.span_start[j] as usize, f.span_call[j] as u32)).collect(),
+                    open: f.chain_open[k],
+                }
+            })
+            .collect();
+        let events = a.events.clone();
+        Run { a, chains, events }
     }
 
     const DEFAULT: [Policy; 4] = [Policy::Realign, Policy::Fork, Policy::Fork, Policy::Fork];
 
     #[test]
     fn prompts_that_extend_make_one_chain() {
-        let a = run(
+        let r = run(
             &[(&[B, 1, B, 2], &[3, 9]), (&[B, 1, B, 2, 3, 9, B, 4], &[5]), (&[B, 1, B, 2, 3, 9, B, 4, 5, 7], &[6])],
             DEFAULT,
         );
-        assert_eq!(a.chains.len(), 1);
-        assert!(a.events.is_empty());
-        let ch = &a.chains[0];
+        assert_eq!(r.chains.len(), 1);
+        assert!(r.events.is_empty());
+        let ch = &r.chains[0];
         assert_eq!(ch.ids, [B, 1, B, 2, 3, 9, B, 4, 5, 7, 6]);
         assert_eq!(ch.loss, [0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1]);
         assert_eq!(ch.spans, [(0, 0), (6, 1), (9, 2)]);
-        assert_eq!(a.call_chain, [0, 0, 0]);
+        assert_eq!(r.a.call_chain, [0, 0, 0]);
     }
 
     #[test]
     fn a_trailing_trim_id_may_be_replaced() {
-        let a = run(&[(&[B, 1], &[3, 9]), (&[B, 1, 3, 8], &[5])], DEFAULT);
-        assert_eq!(a.chains[0].ids, [B, 1, 3, 8, 5]);
-        assert_eq!(a.events.len(), 1);
-        let e = a.events[0];
+        let r = run(&[(&[B, 1], &[3, 9]), (&[B, 1, 3, 8], &[5])], DEFAULT);
+        assert_eq!(r.chains[0].ids, [B, 1, 3, 8, 5]);
+        assert_eq!(r.chains[0].loss, [0, 0, 1, 0, 1]);
+        assert_eq!(r.events.len(), 1);
+        let e = r.events[0];
         assert_eq!((e.kind, e.position, e.removed, e.masked), (Kind::Extend, 3, 1, 1));
+    }
+
+    #[test]
+    fn a_trim_into_a_prompt_drops_a_call_left_with_no_ids() {
+        // call 1 has no completion: call 2 trims its prompt's last id, and call 1 keeps [B, 1, 3]'s tail
+        let r = run(&[(&[B, 1], &[3]), (&[B, 1, 3, 9], &[]), (&[B, 1, 3, 7], &[5])], DEFAULT);
+        assert_eq!(r.chains[0].ids, [B, 1, 3, 7, 5]);
+        assert_eq!(r.chains[0].spans, [(0, 0), (3, 2)]); // call 1's only id was cut
+        assert_eq!(r.chains[0].loss, [0, 0, 1, 0, 1]);
+        assert_eq!((r.events[0].removed, r.events[0].masked), (1, 0));
     }
 
     #[test]
     fn seam_drift_realigns_or_forks() {
         let calls: &[(&[u32], &[u32])] = &[(&[B, 1, B, 2], &[3, 4, 5]), (&[B, 1, B, 2, 3, 7, 5, B, 6], &[8])];
-        let a = run(calls, DEFAULT);
-        assert_eq!(a.chains.len(), 1);
-        assert_eq!(a.chains[0].ids, [B, 1, B, 2, 3, 7, 5, B, 6, 8]);
-        assert_eq!(a.chains[0].loss, [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
-        let e = a.events[0];
+        let r = run(calls, DEFAULT);
+        assert_eq!(r.chains.len(), 1);
+        assert_eq!(r.chains[0].ids, [B, 1, B, 2, 3, 7, 5, B, 6, 8]);
+        assert_eq!(r.chains[0].loss, [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+        let e = r.events[0];
         assert_eq!((e.kind, e.policy, e.position, e.removed, e.masked), (Kind::SeamDrift, Policy::Realign, 5, 2, 2));
         let f = run(calls, [Policy::Fork; 4]);
         assert_eq!(f.chains.len(), 2);
         assert!(!f.chains[0].open && f.chains[1].open);
         let d = run(calls, [Policy::Drop; 4]);
-        assert_eq!((d.chains.len(), d.events[0].dropped, d.call_chain.as_slice()), (1, 1, &[0, -1][..]));
+        assert_eq!((d.chains.len(), d.events[0].dropped, d.a.call_chain.as_slice()), (1, 1, &[0, -1][..]));
     }
 
     #[test]
     fn retries_rewrites_and_sub_agents() {
-        let a = run(
+        let r = run(
             &[
                 (&[B, 1, B, 2], &[3, 4, 5, 6, 7]),
                 (&[B, 1, B, 2], &[3, 4]),          // retry: rollback, fork
@@ -453,29 +785,99 @@ mod tests {
             ],
             DEFAULT,
         );
-        let kinds: Vec<Kind> = a.events.iter().map(|e| e.kind).collect();
+        let kinds: Vec<Kind> = r.events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, [Kind::Rollback, Kind::NewRoot, Kind::Rewrite]);
-        assert_eq!(a.call_chain, [0, 1, 1, 2, 3]);
-        assert!(!a.chains[0].open && !a.chains[1].open && a.chains[2].open && a.chains[3].open);
-        assert_eq!(a.chains[1].loss, [0, 0, 0, 0, 1, 1, 0, 0, 1]);
+        assert_eq!(r.a.call_chain, [0, 1, 1, 2, 3]);
+        assert!(!r.chains[0].open && !r.chains[1].open && r.chains[2].open && r.chains[3].open);
+        assert_eq!(r.chains[1].loss, [0, 0, 0, 0, 1, 1, 0, 0, 1]);
     }
 
     #[test]
     fn a_broken_chain_is_caught() {
-        let (p, c, lp) = ([B, 1], [3], [0.5f32]);
-        let prompts: [&[u32]; 1] = [&p];
-        let completions: [&[u32]; 1] = [&c];
-        let lps: [&[f32]; 1] = [&lp];
+        let (p, c, lp) = ([B, 1], [3, 4], [0.5f32, 0.25]);
+        let (p2, c2) = ([B, 1, 3, 4, B], [6]);
+        let prompts: [&[u32]; 2] = [&p, &p2];
+        let completions: [&[u32]; 2] = [&c, &c2];
+        let lps: [&[f32]; 2] = [&lp, &[0.5]];
         let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps };
-        let mut a = assemble_session(
-            &calls,
-            &Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] },
+        let opt = Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] };
+        let good = assemble_session(&calls, &opt);
+        assert!(check_session(&calls, &good).is_ok());
+        assert!(flatten(&calls, vec![good.clone()], &[(0, 2)]).is_ok());
+        let broken = |edit: &dyn Fn(&mut Assembled)| {
+            let mut a = good.clone();
+            edit(&mut a);
+            check_session(&calls, &a).err()
+        };
+        // a link cut short, a gap between links, a call emitted twice, a count that does not add up
+        assert!(broken(&|a| a.chains[0].links[1].end -= 1).is_some());
+        assert!(broken(&|a| a.chains[0].links[1].from += 1).is_some());
+        assert!(
+            broken(&|a| a.chains.push(Chain { links: vec![a.chains[0].links[0]], ..a.chains[0].clone() })).is_some()
         );
-        assert!(check_session(&calls, &a).is_ok());
-        a.chains[0].logprobs[2] = 0.25;
-        assert!(check_session(&calls, &a).is_err());
-        a.chains[0].logprobs[2] = 0.5;
-        a.chains[0].ids[0] = 7;
-        assert!(check_session(&calls, &a).is_err());
+        assert!(broken(&|a| a.events.push(Event {
+            masked: 1,
+            ..a.events.first().copied().unwrap_or(Event {
+                call: 0,
+                kind: Kind::Extend,
+                policy: Policy::Fork,
+                chain: 0,
+                to_chain: 0,
+                position: 0,
+                removed: 0,
+                masked: 0,
+                dropped: 0
+            })
+        }))
+        .is_some());
+        // a prompt that is not the chain's ids before its completion
+        let other: [&[u32]; 2] = [&[B, 2], &p2];
+        let wrong = Calls { prompts: &other, ..calls };
+        assert!(check_session(&wrong, &good).is_err());
+        // written ids checked against the chain: a logprob that is not the engine's
+        let (mut ids, mut loss, mut lps) = (vec![0; 6], vec![0; 6], vec![0.0; 6]);
+        good.chains[0].write(&calls, &mut ids, &mut loss, &mut lps);
+        assert!(check_written(&calls, &good.chains[0], &ids, &loss, &lps).is_ok());
+        lps[2] = 0.75;
+        assert!(check_written(&calls, &good.chains[0], &ids, &loss, &lps).is_err());
+        lps[2] = 0.5;
+        loss[0] = 1;
+        assert!(check_written(&calls, &good.chains[0], &ids, &loss, &lps).is_err());
+        loss[0] = 0;
+        ids[0] = 7;
+        assert!(check_written(&calls, &good.chains[0], &ids, &loss, &lps).is_err());
+    }
+
+    #[test]
+    fn flatten_numbers_chains_and_calls_across_sessions() {
+        let p: [&[u32]; 4] = [&[B, 1], &[B, 2], &[B, 5], &[B, 5, 6, 8]];
+        let c: [&[u32]; 4] = [&[3], &[4], &[6, 9], &[7]];
+        let lps = logprobs_of(&c);
+        let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp };
+        let sessions = [(0, 2), (2, 4)];
+        let opt =
+            Options { trim: vec![9], max_trim: 1, realign_window: 3, policy: [Policy::Fork; 4], boundary: vec![B] };
+        // session 0: a new root (2 chains); session 1: one chain, its trim id replaced
+        let done: Vec<Assembled> = assemble_many(&calls, &sessions, &opt).into_iter().map(Result::unwrap).collect();
+        let f = flatten(&calls, done, &sessions).unwrap();
+        assert_eq!(f.ids, [B, 1, 3, B, 2, 4, B, 5, 6, 8, 7]);
+        assert_eq!(f.loss, [0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1]);
+        assert_eq!(f.logprobs[2].to_bits(), lps[0][0].to_bits());
+        assert_eq!(
+            (f.chain_session, f.chain_offsets, f.chain_open),
+            (vec![0, 0, 1], vec![0, 3, 6, 11], vec![true, true, true])
+        );
+        assert_eq!((f.span_offsets, f.span_start, f.span_call), (vec![0, 1, 2, 4], vec![0, 0, 0, 3], vec![0, 1, 2, 3]));
+        assert_eq!(f.call_chain, [0, 1, 2, 2]);
+        // events: session 0's new root (call 1, to chain 1), session 1's trimmed extension (call 3, chain 2)
+        assert_eq!(f.events[0], [1, 3]);
+        assert_eq!(f.events[1], [Kind::NewRoot as i64, Kind::Extend as i64]);
+        assert_eq!((&f.events[3], &f.events[4]), (&vec![0, 2], &vec![1, 2]));
+        let empty = Calls { prompts: &[], completions: &[], logprobs: &[] };
+        assert_eq!(
+            flatten(&empty, vec![], &[]),
+            Ok(Flat { chain_offsets: vec![0], span_offsets: vec![0], ..Flat::default() })
+        );
     }
 }

@@ -283,3 +283,31 @@ def test_matching_input_errors_name_the_argument_and_position() -> None:
         assemble_calls((chunks[0], [chunks[1][0], np.array([0, 2], np.int64)]), comp, off, lp, so, **kw)
     with pytest.raises(TokenInputError, match="describes 2 calls, but there are 1 prompts"):
         assemble_calls((np.array([1, 2], np.uint32), np.array([0, 2], np.int64)), comp, off, lp, so, **kw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5) | st.none()), max_size=30), presort=st.booleans())
+def test_call_order_is_session_then_call_index(rows: list[tuple[int, int | None]], presort: bool) -> None:
+    """Records in session order, then call_index (a record without one takes
+    its place among its session's records), repeats flagged; input already in
+    that order (as captures are written) takes a shortcut with the same result."""
+    from tito_fast.chains.calls import call_order
+
+    if presort:  # grouped by session, indexes increasing: the shortcut
+        rows = sorted({(c, i if i is not None else 0) for c, i in rows})
+    firsts: dict[int, int] = {}
+    code = np.array([firsts.setdefault(c, len(firsts)) for c, _ in rows], dtype=np.int64)
+    given_ = np.array([i is not None for _, i in rows], dtype=bool)
+    index = np.array([-1 if i is None else i for _, i in rows], dtype=np.int64)
+    order, repeat, used = call_order(code, index, given_)
+    place = {}
+    for r in range(len(rows)):  # a record without an index: its position among its session's records
+        place[r] = sum(1 for q in range(r) if code[q] == code[r])
+    key = [(int(code[r]), int(index[r]) if given_[r] else place[r], r) for r in range(len(rows))]
+    want = sorted(range(len(rows)), key=lambda r: key[r])
+    assert order.tolist() == want
+    seen: set[tuple[int, int]] = set()
+    for k, r in enumerate(want):
+        assert bool(repeat[k]) == (bool(given_[r]) and key[r][:2] in seen)
+        seen.add(key[r][:2])
+    assert [int(used[r]) for r in range(len(rows))] == [key[r][1] for r in range(len(rows))]

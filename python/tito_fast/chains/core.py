@@ -6,7 +6,7 @@ import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,7 +65,6 @@ def resolve_policy(policy: str | dict[str, str] | None) -> dict[str, PolicyName]
     return out
 
 
-@dataclass
 class Chain:
     """One trainable sequence: ids in which every call's prompt is exactly
     the ids before its completion.
@@ -75,20 +74,61 @@ class Chain:
     elsewhere. `call_index` (per id) is the call that added the id (its
     prompt's new ids or its completion). With a tokenizer, `message_index`
     and `role` (per id) are the rendered message block and its role.
+
+    The arrays are views of the assembly's flat arrays (one buffer for every
+    chain of a batch of sessions), made when first read.
     """
 
-    session_id: str
-    index: int
-    ids: np.ndarray  # uint32
-    loss_mask: np.ndarray  # uint8
-    logprobs: np.ndarray  # float32
-    span_start: np.ndarray  # int64: where each run of one call's ids starts
-    span_call: np.ndarray  # int64: that call's call_index
-    open: bool = True  # False: a later call forked off it
-    _tracker: Any = field(default=None, repr=False)
+    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_tracker")
+
+    def __init__(
+        self, session_id: str, index: int, flat: Mapping[str, np.ndarray], ids: tuple[int, int], spans: tuple[int, int],
+        open: bool = True, tracker: Any = None,
+    ) -> None:  # fmt: skip
+        self.session_id = session_id
+        self.index = index
+        self.open = open  # False: a later call forked off it
+        self._flat = flat  # ids, loss_mask, logprobs, span_start and span_call of the whole batch
+        self._ids = ids  # (start, end) in the flat ids
+        self._spans = spans  # (start, end) in the flat call runs
+        self._tracker = tracker
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The token ids (uint32)."""
+        return self._flat["ids"][self._ids[0] : self._ids[1]]
+
+    @property
+    def loss_mask(self) -> np.ndarray:
+        """1 on sampled ids, else 0 (uint8)."""
+        return self._flat["loss_mask"][self._ids[0] : self._ids[1]]
+
+    @property
+    def logprobs(self) -> np.ndarray:
+        """The engine's logprob on sampled ids, NaN elsewhere (float32)."""
+        return self._flat["logprobs"][self._ids[0] : self._ids[1]]
+
+    @property
+    def span_start(self) -> np.ndarray:
+        """Where each run of one call's ids starts (int64)."""
+        return self._flat["span_start"][self._spans[0] : self._spans[1]]
+
+    @property
+    def span_call(self) -> np.ndarray:
+        """The call_index of each run's call (int64)."""
+        return self._flat["span_call_index"][self._spans[0] : self._spans[1]]
+
+    @property
+    def buffers(self) -> Mapping[str, np.ndarray]:
+        """The flat arrays its views are made from, shared by every chain of
+        its batch of sessions."""
+        return self._flat
+
+    def __repr__(self) -> str:
+        return f"Chain(session_id={self.session_id!r}, index={self.index}, ids={len(self)}, sampled={self.sampled}, open={self.open})"
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._ids[1] - self._ids[0]
 
     @property
     def call_index(self) -> np.ndarray:
@@ -234,15 +274,8 @@ class Assembly:
     @property
     def nbytes(self) -> int:
         """Bytes held by the chains' arrays (ids, masks, logprobs, call runs)."""
-        seen: set[int] = set()
-        total = 0
-        for c in self.chains():
-            for a in (c.ids, c.loss_mask, c.logprobs, c.span_start, c.span_call):
-                base = a.base if a.base is not None else a
-                if id(base) not in seen:
-                    seen.add(id(base))
-                    total += base.nbytes
-        return total
+        flats = {id(c.buffers): c.buffers for c in self.chains()}  # one per batch of sessions
+        return sum(a.nbytes for f in flats.values() for a in f.values())
 
 
 @dataclass
@@ -550,17 +583,17 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
     span_off = out["span_offsets"].tolist()
     chain_session = out["chain_session"].tolist()
     chain_open = out["chain_open"].tolist()
-    span_call = batch.call_index[out["span_call"]] if len(out["span_call"]) else out["span_call"]
+    # what the chains keep: their ids, masks, logprobs and call runs (one array each for the batch)
+    flat = {k: out[k] for k in ("ids", "loss_mask", "logprobs", "span_start")}
+    flat["span_call_index"] = batch.call_index[out["span_call"]] if len(out["span_call"]) else out["span_call"]
     by_session: dict[str, list[Chain]] = {sid: [] for sid in batch.ids}
     first_chain = [0] * len(batch.ids)  # global index of each session's first chain
     for g in range(len(chain_session) - 1, -1, -1):
         first_chain[chain_session[g]] = g
-    ids, loss, lps, span_start = out["ids"], out["loss_mask"], out["logprobs"], out["span_start"]
     for g, s in enumerate(chain_session):
-        a, b, sa, sb = chain_off[g], chain_off[g + 1], span_off[g], span_off[g + 1]
         sid = batch.ids[s]
         by_session[sid].append(
-            Chain(sid, g - first_chain[s], ids[a:b], loss[a:b], lps[a:b], span_start[sa:sb], span_call[sa:sb], chain_open[g], fam.tracker)
+            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam.tracker)
         )
     events: list[Event] = []
     if not len(out["event_call"]):
@@ -569,13 +602,15 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
     session_start = np.concatenate([[0], np.cumsum(batch.counts)]).astype(np.int64)
     session_of_call = np.repeat(np.arange(len(batch.ids)), batch.counts)
     cols = {k: out[f"event_{k}"].tolist() for k in ("call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped")}
+    ev_session = session_of_call[out["event_call"]].tolist()
+    ev_index = batch.call_index[out["event_call"]].tolist()
     for k, g_call in enumerate(cols["call"]):
-        s = int(session_of_call[g_call])
+        s = ev_session[k]
         base = first_chain[s] if chain_session and chain_session[first_chain[s]] == s else 0
         kind = KINDS[cols["kind"][k]]
         chain_g, to_g, pos = cols["chain"][k], cols["to_chain"][k], cols["position"][k]
         ev = Event(
-            batch.ids[s], int(batch.call_index[g_call]), kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
+            batch.ids[s], ev_index[k], kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
             None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, pos,
             cols["removed"][k], cols["masked"][k], cols["dropped"][k], source=batch.source(g_call),
         )  # fmt: skip
@@ -593,8 +628,9 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
 
 
 def _summary(
-    sessions: dict[str, list[Chain]], events: list[Event], calls: int, sampled: int, bad: int, policy: Mapping[str, str], window: int
-) -> AssemblySummary:
+    sessions: dict[str, list[Chain]], events: list[Event], calls: int, sampled: int, delivered: int, bad: int,
+    policy: Mapping[str, str], window: int,
+) -> AssemblySummary:  # fmt: skip
     masked: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
     forks: Counter[str] = Counter()
@@ -611,7 +647,7 @@ def _summary(
         chains=sum(len(cs) for cs in sessions.values()),
         chains_per_session=dict(Counter(len(cs) for cs in sessions.values())),
         sampled_ids=sampled,
-        delivered_ids=sum(c.sampled for cs in sessions.values() for c in cs),
+        delivered_ids=delivered,
         masked_by_cause=dict(masked),
         dropped_by_cause=dict(dropped),
         forks_by_cause=dict(forks),
@@ -626,15 +662,17 @@ def _summary(
 BATCH_SESSIONS = 2048
 
 
-def _run(batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None) -> tuple[dict[str, list[Chain]], list[Event]]:
-    """The Rust matching of one batch, and its chains and events."""
+def _run(
+    batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None
+) -> tuple[dict[str, list[Chain]], list[Event], int]:
+    """The Rust matching of one batch: its chains, events and ids delivered with loss 1."""
     a = batch.args
     out = assemble_calls(
         a["prompts"], a["completion"], a["completion_offsets"], a["logprobs"], a["session_offsets"], order=a["order"],
         trim_ids=fam.trim, max_trim=fam.max_trim, realign_window=window,
         policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary, threads=threads,
     )  # fmt: skip
-    return _build(batch, out, fam)
+    return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
 
 
 def assemble(
@@ -720,14 +758,15 @@ def _assemble_batches(
 ) -> Assembly:  # fmt: skip
     by_session: dict[str, list[Chain]] = {}
     events: list[Event] = []
-    n_calls = sampled = done = 0
+    n_calls = sampled = delivered = done = 0
     for batch in batches:
-        chains, evs = _run(batch, fam, pol, window, threads)
+        chains, evs, got = _run(batch, fam, pol, window, threads)
         n_calls += len(batch.call_index)
         sampled += batch.sampled
+        delivered += got
         by_session.update(chains)
         events.extend(evs)
         done += len(batch.ids)
         if progress is not None:
             progress(done, total)
-    return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, len(bad), pol, window))
+    return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, delivered, len(bad), pol, window))

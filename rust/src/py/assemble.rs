@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use super::errors::{id_error, input_error};
 use super::input::{extract, Holder};
 use super::threads_arg;
-use crate::assemble::{assemble_many, Assembled, Calls, Options, Policy};
+use crate::assemble::{assemble_many, flatten, Calls, Options, Policy};
 use crate::batch::with_threads;
 
 fn offsets(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult<Vec<usize>> {
@@ -236,79 +236,34 @@ pub(crate) fn assemble_calls<'py>(
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
     let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps };
-    let results = py.detach(|| with_threads(threads, || assemble_many(&calls, &sessions, &opt)));
-    let mut done: Vec<Assembled> = Vec::with_capacity(results.len());
-    for (s, r) in results.into_iter().enumerate() {
-        match r {
-            Ok(a) => done.push(a),
-            Err(b) => {
-                return Err(PyRuntimeError::new_err(format!(
-                    "assembly broke its invariant in session {s}, call {}: {} (a bug in tito_fast; please report it)",
-                    b.call, b.what
-                )))
+    let flat = py.detach(|| {
+        with_threads(threads, || {
+            let mut done = Vec::with_capacity(sessions.len());
+            for (s, r) in assemble_many(&calls, &sessions, &opt).into_iter().enumerate() {
+                done.push(r.map_err(|b| (s, b))?);
             }
-        }
-    }
-    to_arrays(py, &done, &sessions)
-}
-
-fn to_arrays<'py>(py: Python<'py>, done: &[Assembled], sessions: &[(usize, usize)]) -> PyResult<Bound<'py, PyDict>> {
-    let n_ids: usize = done.iter().flat_map(|a| &a.chains).map(|c| c.ids.len()).sum();
-    let n_chains: usize = done.iter().map(|a| a.chains.len()).sum();
-    let (mut ids, mut loss, mut lps) =
-        (Vec::with_capacity(n_ids), Vec::with_capacity(n_ids), Vec::with_capacity(n_ids));
-    let (mut chain_session, mut chain_off, mut chain_open) = (Vec::with_capacity(n_chains), vec![0i64], Vec::new());
-    let (mut span_off, mut span_start, mut span_call) = (vec![0i64], Vec::new(), Vec::new());
-    let mut call_chain = Vec::new();
-    let mut ev: [Vec<i64>; 9] = Default::default();
-    let mut base_chain = 0i64;
-    for (s, (a, &(first_call, _))) in done.iter().zip(sessions).enumerate() {
-        for ch in &a.chains {
-            ids.extend_from_slice(&ch.ids);
-            loss.extend_from_slice(&ch.loss);
-            lps.extend_from_slice(&ch.logprobs);
-            chain_session.push(s as i64);
-            chain_off.push(ids.len() as i64);
-            chain_open.push(ch.open);
-            for &(start, call) in &ch.spans {
-                span_start.push(start as i64);
-                span_call.push((first_call + call as usize) as i64);
-            }
-            span_off.push(span_start.len() as i64);
-        }
-        call_chain.extend(a.call_chain.iter().map(|&k| if k < 0 { -1 } else { base_chain + k }));
-        for e in &a.events {
-            let global = |k: i64| if k < 0 { -1 } else { base_chain + k };
-            let row = [
-                (first_call + e.call as usize) as i64,
-                e.kind as i64,
-                e.policy as i64,
-                global(e.chain),
-                global(e.to_chain),
-                e.position as i64,
-                e.removed as i64,
-                e.masked as i64,
-                e.dropped as i64,
-            ];
-            for (col, v) in ev.iter_mut().zip(row) {
-                col.push(v);
-            }
-        }
-        base_chain += a.chains.len() as i64;
-    }
+            flatten(&calls, done, &sessions)
+        })
+    });
+    let f = flat.map_err(|(s, b)| {
+        PyRuntimeError::new_err(format!(
+            "assembly broke its invariant in session {s}, call {}: {} (a bug in tito_fast; please report it)",
+            b.call, b.what
+        ))
+    })?;
     let d = PyDict::new(py);
-    d.set_item("ids", PyArray1::from_vec(py, ids))?;
-    d.set_item("loss_mask", PyArray1::from_vec(py, loss))?;
-    d.set_item("logprobs", PyArray1::from_vec(py, lps))?;
-    d.set_item("chain_session", PyArray1::from_vec(py, chain_session))?;
-    d.set_item("chain_offsets", PyArray1::from_vec(py, chain_off))?;
-    d.set_item("chain_open", PyArray1::from_vec(py, chain_open))?;
-    d.set_item("span_offsets", PyArray1::from_vec(py, span_off))?;
-    d.set_item("span_start", PyArray1::from_vec(py, span_start))?;
-    d.set_item("span_call", PyArray1::from_vec(py, span_call))?;
-    d.set_item("call_chain", PyArray1::from_vec(py, call_chain))?;
+    d.set_item("ids", PyArray1::from_vec(py, f.ids))?;
+    d.set_item("loss_mask", PyArray1::from_vec(py, f.loss))?;
+    d.set_item("logprobs", PyArray1::from_vec(py, f.logprobs))?;
+    d.set_item("chain_session", PyArray1::from_vec(py, f.chain_session))?;
+    d.set_item("chain_offsets", PyArray1::from_vec(py, f.chain_offsets))?;
+    d.set_item("chain_open", PyArray1::from_vec(py, f.chain_open))?;
+    d.set_item("span_offsets", PyArray1::from_vec(py, f.span_offsets))?;
+    d.set_item("span_start", PyArray1::from_vec(py, f.span_start))?;
+    d.set_item("span_call", PyArray1::from_vec(py, f.span_call))?;
+    d.set_item("call_chain", PyArray1::from_vec(py, f.call_chain))?;
     let names = ["call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped"];
-    for (name, col) in names.iter().zip(ev) {
+    for (name, col) in names.iter().zip(f.events) {
         d.set_item(format!("event_{name}"), PyArray1::from_vec(py, col))?;
     }
     Ok(d)
