@@ -79,3 +79,91 @@ def test_parquet_capture_equals_jsonl(tmp_path: Path) -> None:
     assert [c.ids.tolist() for c in a.chains()] == [c.ids.tolist() for c in b.chains()]
     assert [e.to_dict() | {"source": ""} for e in a.events] == [e.to_dict() | {"source": ""} for e in b.events]
     assert a.events[0].source.startswith("calls.parquet:row ")
+
+
+def _message_runs(chain: Any) -> dict[int, str]:
+    """Each message index of a chain and the text of its ids."""
+    from tito_fast.score.run import load_tokenizer
+
+    tok = load_tokenizer("fixture:qwen3")
+    index = chain.message_index
+    return {int(i): tok.decode(chain.ids[index == i].tolist()) for i in np.unique(index)}
+
+
+def test_message_index_names_the_request_messages(tmp_path: Path) -> None:
+    """With the calls' messages, each id's message is the request's: every
+    message's text lies in its own ids, the completion is the response
+    (message len(messages), an assistant), and a Parquet capture (messages
+    as JSON text) gives the same."""
+    from tito_fast.compare.messages import message_texts
+
+    rows = {(r["session_id"], r["call_index"]): r for r in map(json.loads, CALLS.read_text().splitlines())}
+    a = assemble(CALLS, tokenizer="fixture:qwen3", family="qwen3")
+    for chain in a.chains():
+        last = rows[(chain.session_id, int(chain.call_index[-1]))]
+        messages = last["messages"]
+        runs = _message_runs(chain)
+        for i, m in enumerate(messages):
+            for probe in message_texts(m)[:1]:
+                assert probe in runs[i], (chain.session_id, i)
+        n_prompt = len(last["prompt_ids"])
+        assert (chain.message_index[n_prompt:] == len(messages)).all()
+        roles = chain.role
+        assert set(roles[n_prompt:]) <= {"assistant"}
+        assert [roles[int(np.argmax(chain.message_index == i))] for i in range(len(messages))] == [m["role"] for m in messages]
+    reasoning = a.sessions["reasoning_dropped-0"][0]  # no system message: the template's system block comes first
+    assert reasoning.message_index[0] == -1 and reasoning.role[0] == "system"
+    rewrite = next(e for e in a.events if e.session_id == "compaction-0" and e.kind == "rewrite")
+    assert (rewrite.message_index, rewrite.role) == (1, "user")  # the compacted history departs in the user message
+    table = [dict(r) for r in rows.values()]
+    for r in table:
+        for key in ("messages", "tools", "response", "metadata"):
+            r[key] = json.dumps(r[key])
+    path = tmp_path / "calls.parquet"
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(table), path)
+    b = assemble(path, tokenizer="fixture:qwen3", family="qwen3")
+    for x, y in zip(a.chains(), b.chains()):
+        assert x.message_index.tolist() == y.message_index.tolist() and x.role == y.role
+    assert [(e.message_index, e.role) for e in a.events] == [(e.message_index, e.role) for e in b.events]
+
+
+def test_message_index_on_every_message_shape() -> None:
+    """Several tool calls in one turn (their results rendered in one user
+    block), an assistant turn with no text, one without reasoning, an empty
+    tool result: each message keeps its own ids. Without messages, ids are
+    numbered by rendered block (the comparator's role markers)."""
+    from tito_fast.chains import Call
+    from tito_fast.chat.families import get_tito_tokenizer
+    from tito_fast.score.run import load_tokenizer
+
+    tito = get_tito_tokenizer(load_tokenizer("fixture:qwen3"), "qwen3")
+
+    def call(name: str, k: int) -> dict[str, Any]:
+        return {"id": f"c{k}", "type": "function", "function": {"name": name, "arguments": {"path": f"f{k}.py"}}}
+
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You fix bugs."},
+        {"role": "user", "content": "The parser fails on trailing commas."},
+        {"role": "assistant", "content": "", "reasoning_content": "Look at both files.", "tool_calls": [call("read_file", 1), call("grep_files", 2)]},
+        {"role": "tool", "tool_call_id": "c1", "content": "def parse(s): return s.split(',')"},
+        {"role": "tool", "tool_call_id": "c2", "content": ""},
+        {"role": "assistant", "content": "The reader keeps an empty last field; I strip it now."},
+        {"role": "user", "content": "Thanks, run the tests."},
+    ]
+    prompt = np.asarray(tito.encode(tito.apply_chat_template(messages, add_generation_prompt=True)), dtype=np.uint32)
+    completion = np.asarray(tito.encode("All tests pass.<|im_end|>"), dtype=np.uint32)
+    with_messages = assemble([Call("s", prompt, completion, messages=messages)], tokenizer="fixture:qwen3", family="qwen3")
+    chain = with_messages.sessions["s"][0]
+    runs = _message_runs(chain)
+    assert sorted(runs) == list(range(len(messages) + 1))
+    assert "read_file" in runs[2] and "grep_files" in runs[2] and "Look at both files." in runs[2]
+    assert "def parse" in runs[3] and "def parse" not in runs[4]  # the two results share a user block, each has its own ids
+    assert "tool_response" in runs[4]  # the empty result keeps its wrapper
+    assert "strip it now" in runs[5] and "run the tests" in runs[6] and "All tests pass." in runs[7]
+    assert [chain.role[int(np.argmax(chain.message_index == i))] for i in range(8)] == [m["role"] for m in messages] + ["assistant"]
+    blocks = assemble([Call("s", prompt, completion)], tokenizer="fixture:qwen3", family="qwen3").sessions["s"][0]
+    table = tito.create_comparator().role_tracker.table(prompt)
+    assert blocks.message_index[: len(prompt)].tolist() == (np.searchsorted(table.starts, np.arange(len(prompt)), side="right") - 1).tolist()
+    assert blocks.message_index[-1] == len(table.starts) - 1  # the completion: in the generation prompt's block

@@ -104,6 +104,19 @@ def _logprobs(value: Any, n: int) -> np.ndarray | None:
     return out
 
 
+def parse_messages(value: Any) -> list[dict[str, Any]] | None:
+    """A record's `messages`: a list of objects, or its JSON text (a Parquet
+    text column); None stays None. Raises `CallsError` for anything else."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise CallsError(f"'messages' is not valid JSON: {e}") from e
+    if value is not None and not (isinstance(value, list) and all(isinstance(m, dict) for m in value)):
+        raise CallsError("'messages' must be a list of objects")
+    return value
+
+
 def _call(row: dict[str, Any], source: str) -> Call:
     if not isinstance(row, dict):
         raise CallsError(f"a call must be an object, got {type(row).__name__}")
@@ -120,13 +133,9 @@ def _call(row: dict[str, Any], source: str) -> Call:
             raise CallsError(f"missing field {key!r}")
     prompt = _ids(row["prompt_ids"], "prompt_ids", empty_ok=False)
     completion = _ids(row["completion_ids"], "completion_ids", empty_ok=True)
-    messages, tools = row.get("messages"), row.get("tools")
-    if isinstance(messages, (str, bytes)):  # a JSON text column (Parquet)
-        messages = json.loads(messages)
+    messages, tools = parse_messages(row.get("messages")), row.get("tools")
     if isinstance(tools, (str, bytes)):
         tools = json.loads(tools)
-    if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) for m in messages)):
-        raise CallsError("'messages' must be a list of objects")
     if tools is not None and not isinstance(tools, list):
         raise CallsError(f"'tools' must be a list or null, got {type(tools).__name__}")
     finish = row.get("finish_reason")

@@ -22,8 +22,10 @@ from tito_fast.chains.calls import (
     Sessions,
     call_order,
     group_sessions,
+    parse_messages,
     read_calls,
 )
+from tito_fast.compare.messages import find_messages, message_starts
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
@@ -73,17 +75,18 @@ class Chain:
     1 in one chain only), `logprobs` the engine's logprob there and NaN
     elsewhere. `call_index` (per id) is the call that added the id (its
     prompt's new ids or its completion). With a tokenizer, `message_index`
-    and `role` (per id) are the rendered message block and its role.
+    and `role` (per id) are its message (of the request, when the calls
+    carry their `messages`; else the rendered block) and its role.
 
     The arrays are views of the assembly's flat arrays (one buffer for every
     chain of a batch of sessions), made when first read.
     """
 
-    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_tracker")
+    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_fam", "_batch", "_last")
 
     def __init__(
         self, session_id: str, index: int, flat: Mapping[str, np.ndarray], ids: tuple[int, int], spans: tuple[int, int],
-        open: bool = True, tracker: Any = None,
+        open: bool, fam: _Family, batch: _Batch, last: int,
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.index = index
@@ -91,7 +94,9 @@ class Chain:
         self._flat = flat  # ids, loss_mask, logprobs, span_start and span_call of the whole batch
         self._ids = ids  # (start, end) in the flat ids
         self._spans = spans  # (start, end) in the flat call runs
-        self._tracker = tracker
+        self._fam = fam
+        self._batch = batch
+        self._last = last  # its last call (position in the batch): its ids are that call's prompt and completion
 
     @property
     def ids(self) -> np.ndarray:
@@ -137,22 +142,36 @@ class Chain:
         return np.repeat(self.span_call, lengths)
 
     def _table(self) -> Any:
-        if self._tracker is None:
+        if self._fam.tracker is None:
             raise ValueError("message_index and role need a tokenizer: assemble(..., tokenizer=...)")
-        return self._tracker.table(self.ids)
+        return self._fam.tracker.table(self.ids)
 
     @property
     def message_index(self) -> np.ndarray:
-        """The rendered message block of each id (-1 before the first marker)."""
-        t = self._table()
-        return np.searchsorted(t.starts, np.arange(len(self.ids)), side="right") - 1
+        """The message of each id (int64): with the calls' `messages`, the
+        index of the request message of its last call (found as the score
+        job finds them, `tito_fast.compare.messages`), its completion being
+        message `len(messages)` (the response); else, or when the ids do not
+        decode byte for byte, the rendered message block. -1 before the first."""
+        return self._message_index(_message_map(self._fam, self._batch, self._last))
+
+    def _message_index(self, found: tuple[np.ndarray, list[str]] | None) -> np.ndarray:
+        starts = found[0] if found is not None else self._table().starts
+        return np.searchsorted(starts, np.arange(len(self)), side="right") - 1
 
     @property
     def role(self) -> list[str]:
-        """The role of the message block of each id ("unknown" before the first marker)."""
+        """The role of each id's message (see `message_index`); before the
+        first message, its rendered block's ("unknown" before any marker)."""
         t = self._table()
-        roles = [*t.roles, "unknown"]  # index -1: before the first marker
-        return [roles[i] for i in self.message_index.tolist()]
+        block_roles = [*t.roles, "unknown"]  # index -1: before the first marker
+        blocks = (np.searchsorted(t.starts, np.arange(len(self)), side="right") - 1).tolist()
+        found = _message_map(self._fam, self._batch, self._last)
+        if found is None:
+            return [block_roles[b] for b in blocks]
+        roles = found[1]
+        index = self._message_index(found).tolist()
+        return [roles[i] if i >= 0 else block_roles[b] for i, b in zip(index, blocks)]
 
     @property
     def sampled(self) -> int:
@@ -180,7 +199,8 @@ class Event:
     drop; "extend" for an extension); `chain`: the chain it was matched
     against (None: none open), `to_chain`: where the call went (None:
     dropped); `position`: the ids it shares with that chain, `message_index`
-    and `role` the rendered message block there; `diagnosis`: what kind of
+    and `role` the message there (as `Chain.message_index`: of the request
+    of the chain's call before this one, else the rendered block); `diagnosis`: what kind of
     difference is there (retokenization, whitespace_only, splice_seam,
     content; None for extensions and rollbacks or without a tokenizer);
     `removed` / `masked`: ids of the chain replaced and the sampled ones
@@ -387,6 +407,24 @@ class _Batch:
     completion: Callable[[int], np.ndarray]
     source: Callable[[int], str]
     sampled: int  # completion ids of these calls
+    messages: Callable[[int], list[dict[str, Any]] | None]  # a call's request messages (None: not given)
+
+
+def _message_map(fam: _Family, batch: _Batch, g: int) -> tuple[np.ndarray, list[str]] | None:
+    """Where each message of call `g`'s request starts in its prompt + completion
+    (the completion: one message more, the response), and their roles; None
+    without messages or a comparator, or when the ids do not decode byte for byte."""
+    if fam.comparator is None or fam.tracker is None:
+        return None
+    messages = batch.messages(g)
+    if not messages:
+        return None
+    prompt = batch.prompt(g)
+    text = fam.comparator.decode(prompt.tolist())
+    starts = message_starts(fam.comparator.vocab, prompt, text, find_messages(messages, text), fam.tracker.table(prompt).starts)
+    if starts is None:
+        return None
+    return np.append(starts, len(prompt)), [str(m.get("role", "unknown")) for m in messages] + ["assistant"]
 
 
 def _object_batch(sessions: Sessions) -> _Batch:
@@ -397,6 +435,7 @@ def _object_batch(sessions: Sessions) -> _Batch:
     return _Batch(
         sessions.ids, [len(cs) for cs in sessions.calls], np.asarray(index, dtype=np.int64), args,
         lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, len(args["completion"]),
+        lambda g: calls[g].messages,
     )  # fmt: skip
 
 
@@ -552,6 +591,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     order = order[~bad_at]
     counts = np.bincount(code[order], minlength=len(ids)).tolist()
     c_vals, c_off = completion
+    messages_col = table.column("messages") if "messages" in table.column_names else None
     batches = []
     start = 0
     for lo in range(0, len(ids), BATCH_SESSIONS):
@@ -574,7 +614,18 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             return src(int(rows[g]))
 
         sampled = int(np.diff(c_off)[rows_part].sum())
-        batches.append(_Batch(ids[lo : lo + BATCH_SESSIONS], part, index[rows_part], args, ids_of, done_of, source_of, sampled))
+        def messages_of(g: int, rows: np.ndarray = rows_part) -> list[dict[str, Any]] | None:
+            if messages_col is None:
+                return None
+            r = int(rows[g])
+            try:
+                return parse_messages(messages_col[r].as_py())
+            except CallsError as e:
+                raise CallsError(f"{src(r)}: {e}") from e
+
+        batches.append(
+            _Batch(ids[lo : lo + BATCH_SESSIONS], part, index[rows_part], args, ids_of, done_of, source_of, sampled, messages_of)
+        )
     return batches, bad, len(ids)
 
 
@@ -590,10 +641,11 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
     first_chain = [0] * len(batch.ids)  # global index of each session's first chain
     for g in range(len(chain_session) - 1, -1, -1):
         first_chain[chain_session[g]] = g
+    last_call = out["span_call"][np.asarray(span_off[1:], dtype=np.int64) - 1].tolist() if chain_session else []
     for g, s in enumerate(chain_session):
         sid = batch.ids[s]
         by_session[sid].append(
-            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam.tracker)
+            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch, last_call[g])
         )
     events: list[Event] = []
     if not len(out["event_call"]):
@@ -620,7 +672,12 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
             if len(before):
                 prev = lo + int(before[-1])  # the last call the chain took before this one
                 old = np.concatenate([batch.prompt(prev), batch.completion(prev)])  # the chain's ids at this call
-                ev.message_index, ev.role = fam.tracker.table(old).at(min(pos, len(old) - 1))
+                at = min(pos, len(old) - 1)
+                ev.message_index, ev.role = fam.tracker.table(old).at(at)
+                found = _message_map(fam, batch, prev)
+                if found is not None and at >= found[0][0]:  # the request's message there
+                    ev.message_index = int(np.searchsorted(found[0], at, side="right")) - 1
+                    ev.role = found[1][ev.message_index]
                 if kind in ("seam_drift", "rewrite", "new_root"):
                     ev.diagnosis = _diagnosis(fam, old, batch.prompt(g_call), pos, seam=kind == "seam_drift")
         events.append(ev)

@@ -39,6 +39,7 @@ from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
+from tito_fast.compare.messages import find_messages, message_starts
 from tito_fast.errors import ScoreError
 from tito_fast.score.dump import Record, json_safe
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -115,23 +116,6 @@ class SessionResult:
         }
 
 
-def _probes(message: dict[str, Any]) -> list[str]:
-    """Texts of a message that its render holds verbatim, in the order tried."""
-    out = []
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: their text
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    for value in (content, message.get("reasoning_content")):
-        if isinstance(value, str) and value.strip():
-            out.append(value.strip()[:200])
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"]:
-            out.append(fn["name"])
-            break
-    return out
-
-
 @dataclass(frozen=True)
 class _Session:
     """What a result needs of its record: a parsed `Record`, or what the
@@ -151,27 +135,6 @@ class _Session:
         roles = [str(m.get("role", "unknown")) for m in record.messages]
         turns = sum(1 for m in record.messages if m.get("role") == "assistant")
         return cls(record.session_id, record.source, record.metadata, roles, turns, messages=record.messages)
-
-
-def _find_messages(messages: list[dict[str, Any]], text: str) -> list[tuple[int, int] | None]:
-    """Where each message's own text (`_probes`) is in `text`, as (start, end)
-    bytes, each looked up after the one before."""
-    found: list[tuple[int, int] | None] = []
-    cursor = 0  # char offset after the previous message's text
-    for m in messages:
-        hit = None
-        for probe in _probes(m):
-            at = text.find(probe, cursor)
-            if at >= 0:
-                hit = (at, at + len(probe))
-                cursor = hit[1]
-                break
-        found.append(hit)
-    if text.isascii():
-        return found
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # char offsets to byte offsets
-    char_bytes = np.concatenate([[0], np.cumsum(1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000))]).tolist()
-    return [(char_bytes[f[0]], char_bytes[f[1]]) if f is not None else None for f in found]
 
 
 class Scorer:
@@ -299,49 +262,19 @@ class Scorer:
 
     def _message_spans(self, sess: _Session, text: str, expected: np.ndarray, diag: Diagnosis) -> np.ndarray | None:
         """Where each record message starts in `expected` (ids), found from the
-        render text; None when the ids do not decode to the render byte for
-        byte (then the rendered markers number the messages).
-
-        Each message's own text (content, else reasoning, else its first tool
-        call's name) is looked up in the render after the previous one's; a
-        message starts at the rendered block holding that text or, when that
-        block holds the previous message's text too (tool results rendered in
-        one block), halfway between the two texts, so each keeps its own
-        wrapper tags. A message whose text cannot be found starts where the
-        one before it ends."""
+        render text (`tito_fast.compare.messages.message_starts`); None when
+        the ids do not decode to the render byte for byte (then the rendered
+        markers number the messages)."""
         vocab = self.cmp.vocab
         if vocab is None or not vocab.byte_exact or not len(expected):
-            return None
-        ids = expected.astype(np.int64)
-        ends = np.cumsum(vocab.offsets[ids + 1].astype(np.int64) - vocab.offsets[ids].astype(np.int64))
-        if int(ends[-1]) != (len(text) if text.isascii() else len(text.encode("utf-8"))):
             return None
         if sess.found is not None:
             found = sess.found
         else:
             assert sess.messages is not None
-            found = _find_messages(sess.messages, text)
-        at_bytes = np.asarray([c for f in found if f is not None for c in f], dtype=np.int64)
-        at_ids = np.searchsorted(ends, at_bytes, side="right").tolist()  # the id holding each text's first / last-but-one byte
-        blocks = diag.expected_table.starts if diag.expected_table is not None else np.zeros(0, dtype=np.int64)
-        firsts = np.asarray(at_ids[0::2], dtype=np.int64)
-        b = np.searchsorted(blocks, firsts, side="right") - 1
-        block_starts = np.where(b >= 0, blocks[np.maximum(b, 0)] if len(blocks) else 0, 0).tolist()
-        starts: list[int] = []
-        prev_end_id = 0
-        k = 0
-        for hit in found:
-            if hit is None:  # not found: it starts where the one before it ends
-                starts.append(prev_end_id)
-                continue
-            first, block_start = at_ids[2 * k], block_starts[k]
-            if starts and block_start < prev_end_id:  # the block holds the previous message too: split the wrapper between them
-                starts.append(prev_end_id + (first - prev_end_id + 1) // 2)
-            else:
-                starts.append(block_start)
-            prev_end_id = at_ids[2 * k + 1]
-            k += 1
-        return np.maximum.accumulate(np.asarray(starts, dtype=np.int64)) if starts else None
+            found = find_messages(sess.messages, text)
+        blocks = diag.expected_table.starts if diag.expected_table is not None else None
+        return message_starts(vocab, expected, text, found, blocks)
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
