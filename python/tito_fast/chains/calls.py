@@ -26,8 +26,9 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -220,6 +221,9 @@ def read_calls(
     if isinstance(calls, (str, Path)):
         items: Iterable[Call | BadCall] = iter_calls(calls)
     else:
+        calls = calls if isinstance(calls, list) else list(calls)
+        if all(type(c) is Call for c in calls):  # noqa: E721 (exactly Call objects: nothing to parse)
+            return cast("list[Call]", calls), []
         items = (c if isinstance(c, Call) else parse_call(c, f"calls[{i}]") for i, c in enumerate(calls))
     good: list[Call] = []
     bad: list[BadCall] = []
@@ -273,10 +277,15 @@ def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     out = Sessions()
     if not n:
         return out, []
-    codes: dict[str, int] = {}
-    code = np.fromiter((codes.setdefault(c.session_id, len(codes)) for c in calls), dtype=np.int64, count=n)
-    given = np.fromiter((c.call_index is not None for c in calls), dtype=bool, count=n)
-    index = np.fromiter((c.call_index if c.call_index is not None else -1 for c in calls), dtype=np.int64, count=n)
+    sids = list(map(attrgetter("session_id"), calls))
+    codes = {sid: k for k, sid in enumerate(dict.fromkeys(sids))}  # numbered by first appearance
+    code = np.fromiter(map(codes.__getitem__, sids), dtype=np.int64, count=n)
+    given_index = list(map(attrgetter("call_index"), calls))
+    if None in given_index:
+        given = np.fromiter((i is not None for i in given_index), dtype=bool, count=n)
+        index = np.fromiter((-1 if i is None else i for i in given_index), dtype=np.int64, count=n)
+    else:
+        given, index = np.ones(n, dtype=bool), np.asarray(given_index, dtype=np.int64)
     order, bad_at, index = call_order(code, index, given)
     ids = list(codes)
     bad = [
@@ -285,7 +294,7 @@ def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     ]
     keep = order[~bad_at]
     bounds = np.searchsorted(code[keep], np.arange(len(ids) + 1), side="left").tolist()
-    kept = [calls[k] for k in keep.tolist()]
+    kept = calls if len(keep) == n and bool((keep[1:] > keep[:-1]).all()) else [calls[k] for k in keep.tolist()]
     out.ids = ids
     out.calls = [kept[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return out, bad

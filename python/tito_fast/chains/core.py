@@ -7,6 +7,8 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain as concat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -340,17 +342,19 @@ def _csr(sessions: Sessions) -> dict[str, Any]:
     """The Rust call layout: prompts as they are (one array each: agent prompts
     repeat their history, so they are never copied into one buffer);
     completions, logprobs and session bounds as flat arrays with offsets."""
-    calls = [c for cs in sessions.calls for c in cs]
-    completions = [c.completion_ids for c in calls]
+    calls = list(concat.from_iterable(sessions.calls))
+    completions = list(map(attrgetter("completion_ids"), calls))
     clen = np.fromiter(map(len, completions), dtype=np.int64, count=len(calls))
-    nan = np.float32(np.nan)
-    lps = [c.completion_logprobs if c.completion_logprobs is not None else np.full(len(c.completion_ids), nan, np.float32) for c in calls]
+    lps = list(map(attrgetter("completion_logprobs"), calls))
+    if any(lp is None for lp in lps):
+        nan = np.float32(np.nan)
+        lps = [np.full(len(c), nan, np.float32) if lp is None else lp for c, lp in zip(completions, lps)]
     return {
-        "prompts": [c.prompt_ids for c in calls],
+        "prompts": list(map(attrgetter("prompt_ids"), calls)),
         "completion": np.concatenate(completions) if calls else np.zeros(0, dtype=np.uint32),
         "completion_offsets": np.concatenate([[0], np.cumsum(clen)]).astype(np.int64),
         "logprobs": np.concatenate(lps).astype(np.float32, copy=False) if calls else np.zeros(0, np.float32),
-        "session_offsets": np.concatenate([[0], np.cumsum([len(cs) for cs in sessions.calls])]).astype(np.int64),
+        "session_offsets": np.concatenate([[0], np.cumsum(list(map(len, sessions.calls)))]).astype(np.int64),
     }
 
 
@@ -428,12 +432,14 @@ def _message_map(fam: _Family, batch: _Batch, g: int) -> tuple[np.ndarray, list[
 
 
 def _object_batch(sessions: Sessions) -> _Batch:
-    calls = [c for cs in sessions.calls for c in cs]
+    calls = list(concat.from_iterable(sessions.calls))
     args = _csr(sessions)
     args["order"] = None
-    index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
+    index = list(map(attrgetter("call_index"), calls))
+    if None in index:  # a call without one: its place in its session
+        index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
     return _Batch(
-        sessions.ids, [len(cs) for cs in sessions.calls], np.asarray(index, dtype=np.int64), args,
+        sessions.ids, list(map(len, sessions.calls)), np.asarray(index, dtype=np.int64), args,
         lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, len(args["completion"]),
         lambda g: calls[g].messages,
     )  # fmt: skip
