@@ -96,7 +96,7 @@ def headlines(data: dict[str, Any]) -> str:
             parts.append(f"csr 1 thread / 2 threads = {med['tito_fast_csr_1t'] / med['tito_fast_csr_2t']:.2f}×")
         if "tito_fast_matching_1_thread" in med:
             if "python" in med:
-                parts += [f"python / {k} = {med['python'] / med[k]:.1f}×" for k in ("tito_fast_arrow", "tito_fast") if k in med]
+                parts += [f"python / {k} = {med['python'] / med[k]:.1f}×" for k in ("tito_fast_arrow", "tito_fast") if k in med and k != best_name]
             ips = extra[group]["tito_fast_matching_1_thread"].get("prompt_ids_per_second")
             read = extra[group].get("numpy_read_1_thread", {}).get("prompt_ids_per_second")
             if ips:
