@@ -9,8 +9,8 @@ in every tenth session. `python`: `tito_fast.testing.assemble_reference`
 arrays (everything: grouping, the Rust matching on all cores, the checks, the
 chains); `tito_fast_arrow`: the same on an Arrow table of the calls (uint32
 list columns, as a capture writer stores them; no Python object per call); `tito_fast_matching_1_thread`: the Rust matching alone on one thread
-(`assemble_calls` on the prompts in one buffer, as an Arrow list column
-holds them, and the completions as CSR arrays: everything the Rust side
+(`assemble_calls` on the prompts, completions and logprobs in one buffer
+each, as Arrow list columns hold them: everything the Rust side
 does, the invariant check and the output included), whose prompt ids per
 second is the matching's speed per core; `numpy_read_1_thread`: numpy's `max` over
 the same prompt ids laid out in one array, the speed at which one core reads
@@ -158,8 +158,9 @@ def bench_assemble(benchmark: Any, full_size: bool, impl: str, monkeypatch: pyte
     if impl == "tito_fast_matching_1_thread":
         sessions, _ = group_sessions(objects)
         arrays = _csr(sessions)
-        (flat, _, _), (offsets, _, _) = _FLAT[(n, calls)]
-        arrays["prompts"] = (flat, offsets)  # as a capture table holds them: one buffer (calls in the same order)
+        (flat, done, lps), (offsets, done_offsets, _) = _FLAT[(n, calls)]
+        # as a capture table holds them: one buffer a column (calls in the same order)
+        arrays.update(prompts=(flat, offsets), completion=done, completion_offsets=done_offsets, logprobs=lps)
         policy = (DEFAULT_POLICY["seam_drift"], DEFAULT_POLICY["rollback"], DEFAULT_POLICY["rewrite"], DEFAULT_POLICY["new_root"])
 
         def match() -> dict[str, Any]:

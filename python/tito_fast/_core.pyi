@@ -539,9 +539,9 @@ def assemble_calls(
     prompts: Sequence[npt.ArrayLike]
     | tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]
     | tuple[Sequence[npt.NDArray[np.uint32]], Sequence[npt.NDArray[np.int64]]],
-    completion: npt.NDArray[np.uint32],
-    completion_offsets: npt.NDArray[np.int64],
-    logprobs: npt.NDArray[np.float32],
+    completion: npt.NDArray[np.uint32] | Sequence[npt.ArrayLike],
+    completion_offsets: npt.NDArray[np.int64] | None,
+    logprobs: npt.NDArray[np.float32] | Sequence[npt.NDArray[np.float32] | None],
     session_offsets: npt.NDArray[np.int64],
     *,
     order: npt.NDArray[np.int64] | None = None,
@@ -557,7 +557,8 @@ def assemble_calls(
     (uint32 arrays are read in place, other ids converted; an error names
     `prompts[i]`), or one CSR batch (values, offsets) read in place, whose values and
     offsets may be lists of chunks (an Arrow list column's); completions as CSR rows (flat
-    ids, offsets), `logprobs` aligned with `completion` (NaN: none); `order`: the
+    ids, offsets), `logprobs` aligned with `completion` (NaN: none), or, with
+    `completion_offsets` None, one id sequence and one float32 array (None: none) per call; `order`: the
     call rows to assemble in session and call order (None: all, as given);
     `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,

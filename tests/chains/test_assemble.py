@@ -311,3 +311,34 @@ def test_call_order_is_session_then_call_index(rows: list[tuple[int, int | None]
         assert bool(repeat[k]) == (bool(given_[r]) and key[r][:2] in seen)
         seen.add(key[r][:2])
     assert [int(used[r]) for r in range(len(rows))] == [key[r][1] for r in range(len(rows))]
+
+
+def test_completions_per_call_are_read_in_place() -> None:
+    """Completions and logprobs given per call (as `Call` objects hold them)
+    give what the CSR layout gives; a call without logprobs has NaN; a
+    wrong one is named."""
+    from tito_fast._core import assemble_calls
+    from tito_fast.chains import Call
+    from tito_fast.errors import TokenInputError
+
+    prompts = [np.array([1, 2], np.uint32), np.array([1, 2, 3, 4, 5], np.uint32)]
+    so = np.array([0, 2], np.int64)
+    kw: dict[str, Any] = {"trim_ids": [], "max_trim": 0, "realign_window": 0, "policy": ("fork",) * 4, "boundary_ids": []}
+    flat = assemble_calls(prompts, np.array([3, 4, 6], np.uint32), np.array([0, 2, 3], np.int64), np.array([-0.5, -0.25, np.nan], np.float32), so, **kw)
+    lps = [np.array([-0.5, -0.25], np.float32), None]
+    per_call = assemble_calls(prompts, [np.array([3, 4], np.uint32), [6]], None, lps, so, **kw)
+    for key in ("ids", "loss_mask", "span_start", "call_chain"):
+        assert per_call[key].tolist() == flat[key].tolist()
+    assert per_call["logprobs"].tobytes() == flat["logprobs"].tobytes()
+    with pytest.raises(TokenInputError, match=r"argument 'logprobs\[0\]': has 1 values for 2 completion ids"):
+        assemble_calls(prompts, [np.array([3, 4], np.uint32), [6]], None, [np.array([0.5], np.float32), None], so, **kw)
+    with pytest.raises(TokenInputError, match=r"argument 'logprobs\[1\]': must be a 1-D float32 array or None"):
+        assemble_calls(prompts, [np.array([3, 4], np.uint32), [6]], None, [None, np.array([0.5])], so, **kw)
+    with pytest.raises(TokenInputError, match=r"argument 'completion\[1\]'"):
+        assemble_calls(prompts, [np.array([3, 4], np.uint32), [-6]], None, [None, None], so, **kw)
+    with pytest.raises(TokenInputError, match="has 1 entries for 2 calls"):
+        assemble_calls(prompts, [np.array([3, 4], np.uint32), [6]], None, [None], so, **kw)
+    # Call objects with logprobs as a list of floats, and as float64: converted
+    a = assemble([Call("s", prompts[0], np.array([3, 4], np.uint32), completion_logprobs=[-0.5, -0.25]),  # type: ignore[arg-type]
+                  Call("s", prompts[1], np.array([6], np.uint32), completion_logprobs=np.array([-1.0]))])  # fmt: skip
+    assert np.array_equal(a.sessions["s"][0].logprobs[[2, 3, 5]], np.array([-0.5, -0.25, -1.0], np.float32))

@@ -100,30 +100,36 @@ class Chain:
         self._batch = batch
         self._last = last  # its last call (position in the batch): its ids are that call's prompt and completion
 
+    def _of_ids(self, name: str) -> np.ndarray:
+        return self._flat[name][self._ids[0] : self._ids[1]]
+
+    def _of_spans(self, name: str) -> np.ndarray:
+        return self._flat[name][self._spans[0] : self._spans[1]]
+
     @property
     def ids(self) -> np.ndarray:
         """The token ids (uint32)."""
-        return self._flat["ids"][self._ids[0] : self._ids[1]]
+        return self._of_ids("ids")
 
     @property
     def loss_mask(self) -> np.ndarray:
         """1 on sampled ids, else 0 (uint8)."""
-        return self._flat["loss_mask"][self._ids[0] : self._ids[1]]
+        return self._of_ids("loss_mask")
 
     @property
     def logprobs(self) -> np.ndarray:
         """The engine's logprob on sampled ids, NaN elsewhere (float32)."""
-        return self._flat["logprobs"][self._ids[0] : self._ids[1]]
+        return self._of_ids("logprobs")
 
     @property
     def span_start(self) -> np.ndarray:
         """Where each run of one call's ids starts (int64)."""
-        return self._flat["span_start"][self._spans[0] : self._spans[1]]
+        return self._of_spans("span_start")
 
     @property
     def span_call(self) -> np.ndarray:
         """The call_index of each run's call (int64)."""
-        return self._flat["span_call_index"][self._spans[0] : self._spans[1]]
+        return self._of_spans("span_call_index")
 
     @property
     def buffers(self) -> Mapping[str, np.ndarray]:
@@ -339,21 +345,20 @@ def _family(tokenizer: Any, family: Any) -> _Family:
 
 
 def _csr(sessions: Sessions) -> dict[str, Any]:
-    """The Rust call layout: prompts as they are (one array each: agent prompts
-    repeat their history, so they are never copied into one buffer);
-    completions, logprobs and session bounds as flat arrays with offsets."""
+    """The Rust call layout for `Call` objects: each call's arrays as they
+    are (prompts repeat their history: they are never copied into one
+    buffer; completions and logprobs are read in place too), and the
+    session bounds."""
     calls = list(concat.from_iterable(sessions.calls))
-    completions = list(map(attrgetter("completion_ids"), calls))
-    clen = np.fromiter(map(len, completions), dtype=np.int64, count=len(calls))
-    lps = list(map(attrgetter("completion_logprobs"), calls))
-    if any(lp is None for lp in lps):
-        nan = np.float32(np.nan)
-        lps = [np.full(len(c), nan, np.float32) if lp is None else lp for c, lp in zip(completions, lps)]
+    lps = list(map(attrgetter("completion_logprobs"), calls))  # None: NaN
+    f32 = np.dtype(np.float32)
+    if not all(lp is None or (type(lp) is np.ndarray and lp.dtype == f32) for lp in lps):
+        lps = [None if lp is None else np.ascontiguousarray(lp, dtype=np.float32) for lp in lps]
     return {
         "prompts": list(map(attrgetter("prompt_ids"), calls)),
-        "completion": np.concatenate(completions) if calls else np.zeros(0, dtype=np.uint32),
-        "completion_offsets": np.concatenate([[0], np.cumsum(clen)]).astype(np.int64),
-        "logprobs": np.concatenate(lps).astype(np.float32, copy=False) if calls else np.zeros(0, np.float32),
+        "completion": list(map(attrgetter("completion_ids"), calls)),
+        "completion_offsets": None,
+        "logprobs": lps,
         "session_offsets": np.concatenate([[0], np.cumsum(list(map(len, sessions.calls)))]).astype(np.int64),
     }
 
@@ -440,7 +445,7 @@ def _object_batch(sessions: Sessions) -> _Batch:
         index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
     return _Batch(
         sessions.ids, list(map(len, sessions.calls)), np.asarray(index, dtype=np.int64), args,
-        lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, len(args["completion"]),
+        lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, sum(map(len, args["completion"])),
         lambda g: calls[g].messages,
     )  # fmt: skip
 

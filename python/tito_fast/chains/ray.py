@@ -34,13 +34,9 @@ def assemble_table(
     threads: int | None = 1,
 ) -> Any:
     """The chains of the calls in `table` (a pyarrow Table of capture records,
-    every session's calls all in it), one output row per chain."""
-    rows = table.to_pylist()
-    for k, r in enumerate(rows):
-        r.setdefault("call_index", None)
-        if r["call_index"] is None:
-            r["call_index"] = k
-    a = assemble(rows, tokenizer=tokenizer, family=family, policy=policy, realign_window=realign_window, threads=threads)
+    every session's calls all in it), one output row per chain. The ids are
+    read in place from the list columns (the columnar path of `assemble`)."""
+    a = assemble(table, tokenizer=tokenizer, family=family, policy=policy, realign_window=realign_window, threads=threads)
     return chains_table(a)
 
 

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -136,6 +136,32 @@ impl<'py> PromptRows<'py> {
     }
 }
 
+/// A float32 array's values, read in place (as [`Holder`] reads ids: no
+/// entry in numpy's borrow registry).
+fn f32_values<'a>(py: Python<'_>, arr: &'a Bound<'_, PyUntypedArray>, i: usize) -> PyResult<&'a [f32]> {
+    let dtype = arr.dtype();
+    if arr.ndim() != 1 || dtype.kind() != b'f' || dtype.itemsize() != 4 {
+        return Err(input_error(py, &format!("logprobs[{i}]"), None, "must be a 1-D float32 array or None"));
+    }
+    if arr.len() == 0 {
+        return Ok(&[]);
+    }
+    if !arr.is_c_contiguous() || !arr.is_aligned() || dtype.is_native_byteorder() == Some(false) {
+        return Err(input_error(
+            py,
+            &format!("logprobs[{i}]"),
+            None,
+            "must be contiguous, aligned and in native byte order",
+        ));
+    }
+    // SAFETY: a non-empty, C-contiguous, aligned 1-D array of native float32
+    // (checked above); it lives as long as `arr`.
+    Ok(unsafe { std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data.cast::<f32>(), arr.len()) })
+}
+
+/// Completions given per call: their ids, and their logprobs (None: none).
+type PerCallCompletions<'py> = (Vec<Holder<'py>>, Vec<Option<Bound<'py, PyUntypedArray>>>);
+
 fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
     match name {
         "fork" => Ok(Policy::Fork),
@@ -149,9 +175,10 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 ///
 /// `prompts`: one id sequence per call, or one CSR batch `(values,
 /// offsets)` whose values and offsets may be lists of chunks (an Arrow list
-/// column's), read in place; completions as a CSR
-/// batch `completion` / `completion_offsets`, `logprobs` aligned with
-/// `completion` (NaN where the engine gave none); `order`: the call rows to
+/// column's), read in place; completions as a CSR batch `completion` /
+/// `completion_offsets` with `logprobs` aligned with `completion` (NaN where
+/// the engine gave none), or, with `completion_offsets` None, one id
+/// sequence per call and one float32 array (or None) per call; `order`: the call rows to
 /// assemble in session and call order, each at most once (None: every row,
 /// as given); `session_offsets` cuts the ordered calls into sessions. `policy`: the policies of seam
 /// drift, rollback, rewrite and new root. Returns a dict of arrays (chains,
@@ -162,9 +189,9 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
     prompts: &Bound<'py, PyAny>,
-    completion: PyReadonlyArray1<'py, u32>,
-    completion_offsets: PyReadonlyArray1<'py, i64>,
-    logprobs: PyReadonlyArray1<'py, f32>,
+    completion: &Bound<'py, PyAny>,
+    completion_offsets: Option<PyReadonlyArray1<'py, i64>>,
+    logprobs: &Bound<'py, PyAny>,
     session_offsets: PyReadonlyArray1<'py, i64>,
     order: Option<PyReadonlyArray1<'py, i64>>,
     trim_ids: Vec<u32>,
@@ -175,21 +202,95 @@ pub(crate) fn assemble_calls<'py>(
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
-    let c = completion.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
-    let lp = logprobs.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
-    let co =
-        completion_offsets.as_slice().map_err(|_| input_error(py, "completion_offsets", None, "must be contiguous"))?;
     let so = session_offsets.as_slice().map_err(|_| input_error(py, "session_offsets", None, "must be contiguous"))?;
-    if lp.len() != c.len() {
-        return Err(input_error(
-            py,
-            "logprobs",
-            None,
-            &format!("has {} values for {} completion ids", lp.len(), c.len()),
-        ));
-    }
-    let co = offsets(py, "completion_offsets", co, c.len())?;
-    let rows = co.len() - 1;
+    // Completions and logprobs: CSR arrays, or one sequence per call (the logprobs: float32 arrays or None).
+    let flat: Option<(PyReadonlyArray1<'py, u32>, PyReadonlyArray1<'py, f32>)> = match &completion_offsets {
+        Some(_) => Some((
+            completion.extract().map_err(|_| input_error(py, "completion", None, "must be a uint32 array"))?,
+            logprobs.extract().map_err(|_| input_error(py, "logprobs", None, "must be a float32 array"))?,
+        )),
+        None => None,
+    };
+    let per_call: Option<PerCallCompletions<'py>> = if flat.is_none() {
+        let ids = completion.cast::<PyList>().map_err(|_| {
+            input_error(py, "completion", None, "must be a list of id sequences when completion_offsets is None")
+        })?;
+        let lps = logprobs.cast::<PyList>().map_err(|_| {
+            input_error(py, "logprobs", None, "must be a list (float32 arrays or None) when completion_offsets is None")
+        })?;
+        if lps.len() != ids.len() {
+            return Err(input_error(
+                py,
+                "logprobs",
+                None,
+                &format!("has {} entries for {} calls", lps.len(), ids.len()),
+            ));
+        }
+        let mut holders = Vec::with_capacity(ids.len());
+        for (i, item) in ids.iter().enumerate() {
+            holders.push(extract(&item, "completion").or_else(|_| extract(&item, &format!("completion[{i}]")))?);
+        }
+        let mut arrays = Vec::with_capacity(lps.len());
+        for (i, item) in lps.iter().enumerate() {
+            arrays.push(if item.is_none() {
+                None
+            } else {
+                Some(item.cast_into::<PyUntypedArray>().map_err(|_| {
+                    input_error(py, &format!("logprobs[{i}]"), None, "must be a 1-D float32 array or None")
+                })?)
+            });
+        }
+        Some((holders, arrays))
+    } else {
+        None
+    };
+    let c_sources: Vec<Cow<'_, [u32]>> = match &per_call {
+        Some((holders, _)) => holders
+            .iter()
+            .enumerate()
+            .map(|(i, h)| h.ids().map_err(|e| id_error(py, &format!("completion[{i}]"), &e)))
+            .collect::<PyResult<_>>()?,
+        None => Vec::new(),
+    };
+    let nan = vec![f32::NAN; c_sources.iter().map(|c| c.len()).max().unwrap_or(0)]; // a call without logprobs
+    let (c_rows, lp_rows): (Vec<&[u32]>, Vec<&[f32]>) = match (&flat, &completion_offsets, &per_call) {
+        (Some((c, lp)), Some(co), _) => {
+            let c = c.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
+            let lp = lp.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
+            if lp.len() != c.len() {
+                return Err(input_error(
+                    py,
+                    "logprobs",
+                    None,
+                    &format!("has {} values for {} completion ids", lp.len(), c.len()),
+                ));
+            }
+            let co = co.as_slice().map_err(|_| input_error(py, "completion_offsets", None, "must be contiguous"))?;
+            let co = offsets(py, "completion_offsets", co, c.len())?;
+            (co.windows(2).map(|w| &c[w[0]..w[1]]).collect(), co.windows(2).map(|w| &lp[w[0]..w[1]]).collect())
+        }
+        (None, None, Some((_, arrays))) => {
+            let mut lps = Vec::with_capacity(arrays.len());
+            for (i, (ids, a)) in c_sources.iter().zip(arrays).enumerate() {
+                let v = match a {
+                    Some(a) => f32_values(py, a, i)?,
+                    None => &nan[..ids.len()],
+                };
+                if v.len() != ids.len() {
+                    return Err(input_error(
+                        py,
+                        &format!("logprobs[{i}]"),
+                        None,
+                        &format!("has {} values for {} completion ids", v.len(), ids.len()),
+                    ));
+                }
+                lps.push(v);
+            }
+            (c_sources.iter().map(AsRef::as_ref).collect(), lps)
+        }
+        _ => unreachable!("completions are flat exactly when completion_offsets is given"),
+    };
+    let rows = c_rows.len();
     // Prompts: one array per call, or a CSR batch (values, offsets), whose
     // values and offsets may be lists of chunks (an Arrow list column).
     let prompt_rows = PromptRows::extract(prompts)?;
@@ -198,7 +299,7 @@ pub(crate) fn assemble_calls<'py>(
     if p_rows.len() != rows {
         return Err(input_error(
             py,
-            "completion_offsets",
+            "completion",
             None,
             &format!("describes {rows} calls, but there are {} prompts", p_rows.len()),
         ));
@@ -219,8 +320,8 @@ pub(crate) fn assemble_calls<'py>(
         }
     };
     let p: Vec<&[u32]> = order.iter().map(|&r| p_rows[r]).collect();
-    let cs: Vec<&[u32]> = order.iter().map(|&r| &c[co[r]..co[r + 1]]).collect();
-    let lps: Vec<&[f32]> = order.iter().map(|&r| &lp[co[r]..co[r + 1]]).collect();
+    let cs: Vec<&[u32]> = order.iter().map(|&r| c_rows[r]).collect();
+    let lps: Vec<&[f32]> = order.iter().map(|&r| lp_rows[r]).collect();
     let so = offsets(py, "session_offsets", so, order.len())?;
     let opt = Options {
         trim: trim_ids,
