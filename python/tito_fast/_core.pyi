@@ -562,7 +562,7 @@ def assemble_calls(
     call rows to assemble in session and call order (None: all, as given);
     `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
-    chain_open, span_offsets, span_start, span_call, call_chain, event_*.
+    chain_open, chain_last_call, chain_prompt_len, span_offsets, span_start, span_call, call_chain, event_*.
 
     Example:
         >>> import numpy as np

@@ -479,6 +479,10 @@ pub struct Flat {
     /// Where each chain's ids start in `ids` (one more entry: the end).
     pub chain_offsets: Vec<i64>,
     pub chain_open: Vec<bool>,
+    /// Each chain's last call (its ids are that call's prompt and
+    /// completion), and the length of that prompt.
+    pub chain_last_call: Vec<i64>,
+    pub chain_prompt_len: Vec<i64>,
     /// Where each chain's runs start in `span_start` / `span_call` (one more entry).
     pub span_offsets: Vec<i64>,
     /// A run's first position in its chain, and its call.
@@ -498,6 +502,7 @@ struct Part<'a> {
     chain_session: &'a mut [i64],
     chain_end: &'a mut [i64],
     chain_open: &'a mut [bool],
+    chain_last: &'a mut [(i64, i64)],
     span_end: &'a mut [i64],
     span_start: &'a mut [i64],
     span_call: &'a mut [i64],
@@ -522,6 +527,8 @@ impl Part<'_> {
             self.chain_session[k] = session as i64;
             self.chain_end[k] = (id_base + at) as i64;
             self.chain_open[k] = ch.open;
+            let top = ch.links.last().map_or((0, 0), |l| ((first_call + l.call as usize) as i64, l.prompt_end as i64));
+            self.chain_last[k] = top;
             for (start, call) in ch.spans() {
                 self.span_start[sp] = start as i64;
                 self.span_call[sp] = (first_call + call as usize) as i64;
@@ -550,6 +557,7 @@ impl<'a> Part<'a> {
         let (cs_h, cs_t) = self.chain_session.split_at_mut(chains);
         let (ce_h, ce_t) = self.chain_end.split_at_mut(chains);
         let (co_h, co_t) = self.chain_open.split_at_mut(chains);
+        let (cl_h, cl_t) = self.chain_last.split_at_mut(chains);
         let (se_h, se_t) = self.span_end.split_at_mut(chains);
         let (ss_h, ss_t) = self.span_start.split_at_mut(spans);
         let (sc_h, sc_t) = self.span_call.split_at_mut(spans);
@@ -561,6 +569,7 @@ impl<'a> Part<'a> {
             chain_session: cs_h,
             chain_end: ce_h,
             chain_open: co_h,
+            chain_last: cl_h,
             span_end: se_h,
             span_start: ss_h,
             span_call: sc_h,
@@ -574,6 +583,7 @@ impl<'a> Part<'a> {
             chain_session: cs_t,
             chain_end: ce_t,
             chain_open: co_t,
+            chain_last: cl_t,
             span_end: se_t,
             span_start: ss_t,
             span_call: sc_t,
@@ -634,12 +644,15 @@ pub fn flatten(
         chain_session: vec![0; n_chains],
         chain_offsets: vec![0; n_chains + 1],
         chain_open: vec![false; n_chains],
+        chain_last_call: Vec::new(),
+        chain_prompt_len: Vec::new(),
         span_offsets: vec![0; n_chains + 1],
         span_start: vec![0; n_spans],
         span_call: vec![0; n_spans],
         call_chain: vec![0; n_calls],
         events,
     };
+    let mut last = vec![(0i64, 0i64); n_chains];
     let mut rest = Part {
         ids: &mut f.ids,
         loss: &mut f.loss,
@@ -647,6 +660,7 @@ pub fn flatten(
         chain_session: &mut f.chain_session,
         chain_end: &mut f.chain_offsets[1..],
         chain_open: &mut f.chain_open,
+        chain_last: &mut last,
         span_end: &mut f.span_offsets[1..],
         span_start: &mut f.span_start,
         span_call: &mut f.span_call,
@@ -662,6 +676,7 @@ pub fn flatten(
     parts.into_par_iter().zip(&done).enumerate().try_for_each(|(s, (part, a))| {
         part.fill(s, sessions[s].0, &session(calls, sessions[s]), a).map_err(|b| (s, b))
     })?;
+    (f.chain_last_call, f.chain_prompt_len) = last.into_iter().unzip();
     Ok(f)
 }
 
@@ -870,6 +885,7 @@ mod tests {
         );
         assert_eq!((f.span_offsets, f.span_start, f.span_call), (vec![0, 1, 2, 4], vec![0, 0, 0, 3], vec![0, 1, 2, 3]));
         assert_eq!(f.call_chain, [0, 1, 2, 2]);
+        assert_eq!((f.chain_last_call, f.chain_prompt_len), (vec![0, 1, 3], vec![2, 2, 4]));
         // events: session 0's new root (call 1, to chain 1), session 1's trimmed extension (call 3, chain 2)
         assert_eq!(f.events[0], [1, 3]);
         assert_eq!(f.events[1], [Kind::NewRoot as i64, Kind::Extend as i64]);

@@ -342,3 +342,20 @@ def test_completions_per_call_are_read_in_place() -> None:
     a = assemble([Call("s", prompts[0], np.array([3, 4], np.uint32), completion_logprobs=[-0.5, -0.25]),  # type: ignore[arg-type]
                   Call("s", prompts[1], np.array([6], np.uint32), completion_logprobs=np.array([-1.0]))])  # fmt: skip
     assert np.array_equal(a.sessions["s"][0].logprobs[[2, 3, 5]], np.array([-0.5, -0.25, -1.0], np.float32))
+
+
+def test_an_assembly_does_not_keep_the_input_alive() -> None:
+    """Chains hold their own flat buffers (and the calls' messages), never the
+    input's id arrays: dropping the calls frees them."""
+    import gc
+    import weakref
+
+    from tito_fast.chains import Call
+
+    calls = [Call("s", np.array([1, 2, 3 + k], np.uint32), np.array([7], np.uint32), messages=[{"role": "user", "content": "x"}]) for k in range(3)]
+    refs = [weakref.ref(c.prompt_ids) for c in calls] + [weakref.ref(c.completion_ids) for c in calls]
+    a = assemble(calls)
+    del calls
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert [c.ids.tolist() for c in a.chains()] == [[1, 2, 3, 7], [1, 2, 4, 7], [1, 2, 5, 7]]

@@ -84,11 +84,11 @@ class Chain:
     chain of a batch of sessions), made when first read.
     """
 
-    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_fam", "_batch", "_last")
+    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_fam", "_messages", "_last")
 
     def __init__(
         self, session_id: str, index: int, flat: Mapping[str, np.ndarray], ids: tuple[int, int], spans: tuple[int, int],
-        open: bool, fam: _Family, batch: _Batch, last: int,
+        open: bool, fam: _Family, messages: Callable[[int], list[dict[str, Any]] | None], last: tuple[int, int],
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.index = index
@@ -97,8 +97,11 @@ class Chain:
         self._ids = ids  # (start, end) in the flat ids
         self._spans = spans  # (start, end) in the flat call runs
         self._fam = fam
-        self._batch = batch
-        self._last = last  # its last call (position in the batch): its ids are that call's prompt and completion
+        # its last call (position in the batch) and that call's prompt length: its ids are
+        # that prompt and the call's completion; the call's messages are read from `messages`
+        # (which holds the batch's messages, never its ids)
+        self._messages = messages
+        self._last = last
 
     def _of_ids(self, name: str) -> np.ndarray:
         return self._flat[name][self._ids[0] : self._ids[1]]
@@ -161,7 +164,11 @@ class Chain:
         job finds them, `tito_fast.compare.messages`), its completion being
         message `len(messages)` (the response); else, or when the ids do not
         decode byte for byte, the rendered message block. -1 before the first."""
-        return self._message_index(_message_map(self._fam, self._batch, self._last))
+        return self._message_index(self._found())
+
+    def _found(self) -> tuple[np.ndarray, list[str]] | None:
+        g, prompt_len = self._last
+        return _message_map(self._fam, self._messages(g), self.ids[:prompt_len])
 
     def _message_index(self, found: tuple[np.ndarray, list[str]] | None) -> np.ndarray:
         starts = found[0] if found is not None else self._table().starts
@@ -174,7 +181,7 @@ class Chain:
         t = self._table()
         block_roles = [*t.roles, "unknown"]  # index -1: before the first marker
         blocks = (np.searchsorted(t.starts, np.arange(len(self)), side="right") - 1).tolist()
-        found = _message_map(self._fam, self._batch, self._last)
+        found = self._found()
         if found is None:
             return [block_roles[b] for b in blocks]
         roles = found[1]
@@ -419,16 +426,12 @@ class _Batch:
     messages: Callable[[int], list[dict[str, Any]] | None]  # a call's request messages (None: not given)
 
 
-def _message_map(fam: _Family, batch: _Batch, g: int) -> tuple[np.ndarray, list[str]] | None:
-    """Where each message of call `g`'s request starts in its prompt + completion
+def _message_map(fam: _Family, messages: list[dict[str, Any]] | None, prompt: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+    """Where each of a request's `messages` starts in its `prompt` + completion
     (the completion: one message more, the response), and their roles; None
     without messages or a comparator, or when the ids do not decode byte for byte."""
-    if fam.comparator is None or fam.tracker is None:
+    if fam.comparator is None or fam.tracker is None or not messages:
         return None
-    messages = batch.messages(g)
-    if not messages:
-        return None
-    prompt = batch.prompt(g)
     text = fam.comparator.decode(prompt.tolist())
     starts = message_starts(fam.comparator.vocab, prompt, text, find_messages(messages, text), fam.tracker.table(prompt).starts)
     if starts is None:
@@ -438,6 +441,7 @@ def _message_map(fam: _Family, batch: _Batch, g: int) -> tuple[np.ndarray, list[
 
 def _object_batch(sessions: Sessions) -> _Batch:
     calls = list(concat.from_iterable(sessions.calls))
+    messages = list(map(attrgetter("messages"), calls))  # what chains keep of the calls
     args = _csr(sessions)
     args["order"] = None
     index = list(map(attrgetter("call_index"), calls))
@@ -446,7 +450,7 @@ def _object_batch(sessions: Sessions) -> _Batch:
     return _Batch(
         sessions.ids, list(map(len, sessions.calls)), np.asarray(index, dtype=np.int64), args,
         lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, sum(map(len, args["completion"])),
-        lambda g: calls[g].messages,
+        messages.__getitem__,
     )  # fmt: skip
 
 
@@ -652,11 +656,11 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
     first_chain = [0] * len(batch.ids)  # global index of each session's first chain
     for g in range(len(chain_session) - 1, -1, -1):
         first_chain[chain_session[g]] = g
-    last_call = out["span_call"][np.asarray(span_off[1:], dtype=np.int64) - 1].tolist() if chain_session else []
-    for g, s in enumerate(chain_session):
+    last = zip(out["chain_last_call"].tolist(), out["chain_prompt_len"].tolist())
+    for g, (s, lc) in enumerate(zip(chain_session, last)):
         sid = batch.ids[s]
         by_session[sid].append(
-            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch, last_call[g])
+            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch.messages, lc)
         )
     events: list[Event] = []
     if not len(out["event_call"]):
@@ -685,7 +689,7 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
                 old = np.concatenate([batch.prompt(prev), batch.completion(prev)])  # the chain's ids at this call
                 at = min(pos, len(old) - 1)
                 ev.message_index, ev.role = fam.tracker.table(old).at(at)
-                found = _message_map(fam, batch, prev)
+                found = _message_map(fam, batch.messages(prev), batch.prompt(prev))
                 if found is not None and at >= found[0][0]:  # the request's message there
                     ev.message_index = int(np.searchsorted(found[0], at, side="right")) - 1
                     ev.role = found[1][ev.message_index]

@@ -359,6 +359,8 @@ pub(crate) fn assemble_calls<'py>(
     d.set_item("chain_session", PyArray1::from_vec(py, f.chain_session))?;
     d.set_item("chain_offsets", PyArray1::from_vec(py, f.chain_offsets))?;
     d.set_item("chain_open", PyArray1::from_vec(py, f.chain_open))?;
+    d.set_item("chain_last_call", PyArray1::from_vec(py, f.chain_last_call))?;
+    d.set_item("chain_prompt_len", PyArray1::from_vec(py, f.chain_prompt_len))?;
     d.set_item("span_offsets", PyArray1::from_vec(py, f.span_offsets))?;
     d.set_item("span_start", PyArray1::from_vec(py, f.span_start))?;
     d.set_item("span_call", PyArray1::from_vec(py, f.span_call))?;
