@@ -606,16 +606,23 @@ pub fn flatten(
     mut done: Vec<Assembled>,
     sessions: &[(usize, usize)],
 ) -> Result<Flat, (usize, Broken)> {
-    let ids_of = |a: &Assembled| a.chains.iter().map(Chain::len).sum::<usize>();
-    let spans_of = |a: &Assembled| a.chains.iter().map(|c| c.spans().count()).sum::<usize>();
+    // Each session's ids, chains, runs and calls, and where its share starts.
+    let sizes: Vec<(usize, usize, usize, usize)> = done
+        .iter()
+        .map(|a| {
+            let ids = a.chains.iter().map(Chain::len).sum();
+            let spans = a.chains.iter().map(|c| c.spans().count()).sum();
+            (ids, a.chains.len(), spans, a.call_chain.len())
+        })
+        .collect();
     let (mut n_ids, mut n_chains, mut n_spans, mut n_calls) = (0, 0, 0, 0);
     let mut bases = Vec::with_capacity(done.len());
-    for a in &done {
+    for &(ids, chains, spans, calls) in &sizes {
         bases.push((n_ids, n_chains, n_spans));
-        n_ids += ids_of(a);
-        n_chains += a.chains.len();
-        n_spans += spans_of(a);
-        n_calls += a.call_chain.len();
+        n_ids += ids;
+        n_chains += chains;
+        n_spans += spans;
+        n_calls += calls;
     }
     let mut events: [Vec<i64>; 9] = Default::default();
     for (a, (&(first, _), &(_, chain_base, _))) in done.iter_mut().zip(sessions.iter().zip(&bases)) {
@@ -668,8 +675,8 @@ pub fn flatten(
         base: (0, 0, 0),
     };
     let mut parts = Vec::with_capacity(done.len());
-    for (a, &base) in done.iter().zip(&bases) {
-        let (head, tail) = rest.split((ids_of(a), a.chains.len(), spans_of(a), a.call_chain.len()), base);
+    for (&size, &base) in sizes.iter().zip(&bases) {
+        let (head, tail) = rest.split(size, base);
         parts.push(head);
         rest = tail;
     }

@@ -164,29 +164,17 @@ class Chain:
         job finds them, `tito_fast.compare.messages`), its completion being
         message `len(messages)` (the response); else, or when the ids do not
         decode byte for byte, the rendered message block. -1 before the first."""
-        return self._message_index(self._found())
-
-    def _found(self) -> tuple[np.ndarray, list[str]] | None:
-        g, prompt_len = self._last
-        return _message_map(self._fam, self._messages(g), self.ids[:prompt_len])
-
-    def _message_index(self, found: tuple[np.ndarray, list[str]] | None) -> np.ndarray:
-        starts = found[0] if found is not None else self._table().starts
-        return np.searchsorted(starts, np.arange(len(self)), side="right") - 1
+        return _message_at(self._found(), self._table(), np.arange(len(self)))[0]
 
     @property
     def role(self) -> list[str]:
         """The role of each id's message (see `message_index`); before the
         first message, its rendered block's ("unknown" before any marker)."""
-        t = self._table()
-        block_roles = [*t.roles, "unknown"]  # index -1: before the first marker
-        blocks = (np.searchsorted(t.starts, np.arange(len(self)), side="right") - 1).tolist()
-        found = self._found()
-        if found is None:
-            return [block_roles[b] for b in blocks]
-        roles = found[1]
-        index = self._message_index(found).tolist()
-        return [roles[i] if i >= 0 else block_roles[b] for i, b in zip(index, blocks)]
+        return _message_at(self._found(), self._table(), np.arange(len(self)))[1]
+
+    def _found(self) -> tuple[np.ndarray, list[str]] | None:
+        g, prompt_len = self._last
+        return _message_map(self._fam, self._messages(g), self.ids[:prompt_len])
 
     @property
     def sampled(self) -> int:
@@ -439,6 +427,20 @@ def _message_map(fam: _Family, messages: list[dict[str, Any]] | None, prompt: np
     return np.append(starts, len(prompt)), [str(m.get("role", "unknown")) for m in messages] + ["assistant"]
 
 
+def _message_at(found: tuple[np.ndarray, list[str]] | None, table: Any, at: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The message index and role of the ids at positions `at`: from `found`
+    (`_message_map`) when the request's messages were found, else the
+    rendered block of `table` (a `MessageTable`); ids before the first
+    message take their block's role ("unknown" before any marker)."""
+    blocks = np.searchsorted(table.starts, at, side="right") - 1
+    block_roles = [*table.roles, "unknown"]  # index -1: before the first marker
+    if found is None:
+        return blocks, [block_roles[b] for b in blocks.tolist()]
+    index = np.searchsorted(found[0], at, side="right") - 1
+    roles = found[1]
+    return index, [roles[i] if i >= 0 else block_roles[b] for i, b in zip(index.tolist(), blocks.tolist())]
+
+
 def _object_batch(sessions: Sessions) -> _Batch:
     calls = list(concat.from_iterable(sessions.calls))
     messages = list(map(attrgetter("messages"), calls))  # what chains keep of the calls
@@ -687,12 +689,9 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
             if len(before):
                 prev = lo + int(before[-1])  # the last call the chain took before this one
                 old = np.concatenate([batch.prompt(prev), batch.completion(prev)])  # the chain's ids at this call
-                at = min(pos, len(old) - 1)
-                ev.message_index, ev.role = fam.tracker.table(old).at(at)
                 found = _message_map(fam, batch.messages(prev), batch.prompt(prev))
-                if found is not None and at >= found[0][0]:  # the request's message there
-                    ev.message_index = int(np.searchsorted(found[0], at, side="right")) - 1
-                    ev.role = found[1][ev.message_index]
+                index, role = _message_at(found, fam.tracker.table(old), np.asarray([min(pos, len(old) - 1)]))
+                ev.message_index, ev.role = int(index[0]), role[0]
                 if kind in ("seam_drift", "rewrite", "new_root"):
                     ev.diagnosis = _diagnosis(fam, old, batch.prompt(g_call), pos, seam=kind == "seam_drift")
         events.append(ev)
