@@ -68,7 +68,7 @@ def test_each_hostile_record_is_a_bad_record(tmp_path: Path) -> None:
         assert isinstance(rec, BadRecord), what
     reasons = {what: rec.reason for what, rec in zip(lines, out[1:-1]) if isinstance(rec, BadRecord)}
     assert "digits" in reasons["big int in ids"]
-    assert "nested too deep" in reasons["deep messages"]
+    assert "nested deeper than 256 levels" in reasons["deep messages"]
     assert "not valid Unicode" in reasons["surrogate in content"]
     assert "not valid Unicode" in reasons["surrogate in arguments"]
     assert "metadata" in reasons["surrogate in metadata"]
@@ -139,7 +139,7 @@ def test_deep_json_in_a_parquet_string_column_is_a_bad_row(tmp_path: Path, colum
     p = tmp_path / "deep.parquet"
     pq.write_table(pa.table(cols), p)
     (out,) = list(read_dump(p))
-    assert isinstance(out, BadRecord) and "nested too deep" in out.reason
+    assert isinstance(out, BadRecord) and "nested deeper than 256 levels" in out.reason
 
 
 @given(

@@ -22,8 +22,7 @@ Example:
 
 from __future__ import annotations
 
-import json
-import math
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -32,8 +31,9 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from tito_fast._core import read_call_lines, read_call_row
 from tito_fast.errors import DumpError
-from tito_fast.score.dump import BadRecord, ids_array
+from tito_fast.score.dump import BadRecord, read_lines
 
 MAX_ID = 2**32 - 1
 OnError = Literal["fail", "skip"]
@@ -69,111 +69,56 @@ class Call:
 BadCall = BadRecord
 
 
-def _ids(value: Any, name: str, *, empty_ok: bool) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        if value.ndim != 1 or value.dtype.kind not in "iu":
-            raise CallsError(f"{name!r} must be a 1-D array of ints, got {value.dtype} with {value.ndim} dimensions")
-        if len(value) and (int(value.min()) < 0 or int(value.max()) > MAX_ID):
-            at = int(np.argmax((value < 0) | (value > MAX_ID)))
-            raise CallsError(f"{name}[{at}] = {int(value[at])} is not an id (0 .. 2**32-1)")
-        arr = value.astype(np.uint32, copy=False)
-    else:  # a list: checked as the score job checks token_ids
-        checked = ids_array(value, name, empty_ok=empty_ok)
-        if isinstance(checked, str):
-            raise CallsError(checked)
-        arr = checked
-    if not empty_ok and not len(arr):
-        raise CallsError(f"{name!r} is empty")
-    return arr
+def _call_of(read: tuple[Any, ...], source: str) -> Call | BadCall:
+    """A `Call` or `BadCall` from the one reader's tuple (`_core.read_call_lines`)."""
+    if read[0] == "bad":
+        return BadCall(source, read[1], read[2])
+    _, sid, idx, prompt, completion, logprobs, finish, messages, tools, response, metadata = read
+    return Call(sid, prompt, completion, idx, logprobs, finish, messages, tools, response, metadata, source)
 
 
-def _logprobs(value: Any, n: int) -> np.ndarray | None:
-    if value is None:
-        return None
-    if not isinstance(value, (list, tuple, np.ndarray)):
-        raise CallsError(f"'completion_logprobs' must be a list of floats, got {type(value).__name__}")
-    if len(value) != n:
-        raise CallsError(f"'completion_logprobs' has {len(value)} values for {n} completion ids")
-    out = np.empty(n, dtype=np.float32)
-    for k, v in enumerate(value):
-        if v is None:
-            out[k] = math.nan
-        elif type(v) in (int, float) or isinstance(v, (np.floating, np.integer)):
-            out[k] = v
-        else:
-            raise CallsError(f"completion_logprobs[{k}] is not a number: {v!r}")
-    return out
+def _call(row: dict[str, Any], source: str) -> Call:
+    c = parse_call(row, source)
+    if isinstance(c, BadCall):
+        raise CallsError(c.reason)
+    return c
 
 
 def parse_messages(value: Any) -> list[dict[str, Any]] | None:
     """A record's `messages`: a list of objects, or its JSON text (a Parquet
-    text column); None stays None. Raises `CallsError` for anything else."""
-    if isinstance(value, (str, bytes)):
-        try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise CallsError(f"'messages' is not valid JSON: {e}") from e
-    if value is not None and not (isinstance(value, list) and all(isinstance(m, dict) for m in value)):
-        raise CallsError("'messages' must be a list of objects")
-    return value
+    text column); None stays None. Raises `CallsError` for anything else
+    (the one reader's rules)."""
+    read = read_call_row({"session_id": "", "prompt_ids": [0], "completion_ids": [], "messages": value}, json_text=True)
+    if read[0] == "bad":
+        raise CallsError(read[1])
+    return cast("list[dict[str, Any]] | None", read[7])
 
 
-def _call(row: dict[str, Any], source: str) -> Call:
-    if not isinstance(row, dict):
-        raise CallsError(f"a call must be an object, got {type(row).__name__}")
-    sid = row.get("session_id")
-    if sid is None:
-        raise CallsError("missing field 'session_id'")
-    if not isinstance(sid, (str, int)) or isinstance(sid, bool):
-        raise CallsError(f"'session_id' must be a string, got {type(sid).__name__}")
-    idx = row.get("call_index")
-    if idx is not None and (type(idx) is not int or idx < 0):
-        raise CallsError(f"'call_index' must be a non-negative int, got {idx!r}")
-    for key in ("prompt_ids", "completion_ids"):
-        if row.get(key) is None:
-            raise CallsError(f"missing field {key!r}")
-    prompt = _ids(row["prompt_ids"], "prompt_ids", empty_ok=False)
-    completion = _ids(row["completion_ids"], "completion_ids", empty_ok=True)
-    messages, tools = parse_messages(row.get("messages")), row.get("tools")
-    if isinstance(tools, (str, bytes)):
-        tools = json.loads(tools)
-    if tools is not None and not isinstance(tools, list):
-        raise CallsError(f"'tools' must be a list or null, got {type(tools).__name__}")
-    finish = row.get("finish_reason")
-    return Call(
-        session_id=str(sid),
-        prompt_ids=prompt,
-        completion_ids=completion,
-        call_index=idx,
-        completion_logprobs=_logprobs(row.get("completion_logprobs"), len(completion)),
-        finish_reason=None if finish is None else str(finish),
-        messages=messages,
-        tools=tools,
-        response=row.get("response"),
-        metadata=row.get("metadata"),
-        source=source,
-    )
+def parse_call(row: Any, source: str, *, json_text: bool = False) -> Call | BadCall:
+    """A call from a record (a dict; numpy arrays are taken for id lists), or
+    why it is bad, by the one reader's rules (`_core.read_call_row`)."""
+    if isinstance(row, dict):
+        for key in ("prompt_ids", "completion_ids"):
+            v = row.get(key)
+            if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.ndim == 1:
+                row = {**row, key: v.tolist()}
+    return _call_of(read_call_row(row, json_text=json_text), source)
 
 
-def parse_call(row: dict[str, Any], source: str) -> Call | BadCall:
-    """A call, or why the record is bad."""
-    try:
-        return _call(row, source)
-    except CallsError as e:
-        sid = row.get("session_id") if isinstance(row, dict) else None
-        return BadCall(source, str(e), None if sid is None else str(sid))
-    except (ValueError, TypeError, RecursionError) as e:
-        sid = row.get("session_id") if isinstance(row, dict) else None
-        return BadCall(source, f"unreadable record: {type(e).__name__}: {e}", None if sid is None else str(sid))
+_LINES_PER_READ = 256
 
 
 def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
-    """The calls of a JSONL (optionally .gz) or Parquet capture file, in file order."""
+    """The calls of a JSONL (optionally .gz) or Parquet capture file, in file order.
+    A line over `MAX_RECORD_BYTES` is a bad record, read no further; a
+    truncated gzip file ends with one bad record naming where."""
     p = Path(path)
+    if p.is_dir():
+        raise CallsError(f"{path}: a directory, not a capture file")
     if not p.is_file():
         raise CallsError(f"{path}: no such file")
     name = p.name
-    if name.endswith(".parquet"):
+    if name.endswith((".parquet", ".pq")):
         import pyarrow.parquet as pq
 
         try:
@@ -184,28 +129,38 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
         for batch in pf.iter_batches(batch_size=1024):
             cols = batch.to_pydict()
             for i in range(batch.num_rows):
-                yield parse_call({k: v[i] for k, v in cols.items()}, f"{name}:row {row}")
+                yield parse_call({k: v[i] for k, v in cols.items()}, f"{name}:row {row}", json_text=True)
                 row += 1
         return
     if not (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")):
         raise CallsError(f"{path}: a capture file is .jsonl, .jsonl.gz or .parquet")
-    if name.endswith(".gz"):
-        import gzip
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if head == b"PAR1":
+        raise CallsError(f"{path}: a Parquet file named {p.suffix}; name it .parquet")
+    if name.endswith(".gz") and head[:2] != b"\x1f\x8b":
+        raise CallsError(f"{path}: named .gz but not gzip-compressed")
+    pending: list[tuple[str, bytes]] = []
 
-        f: Any = gzip.open(p, "rb")
-    else:
-        f = open(p, "rb", buffering=4 * 2**20)  # noqa: SIM115 (closed below)
-    with f:
-        for lineno, line in enumerate(f, 1):
-            if line.isspace() or not line:
+    def flush() -> Iterator[Call | BadCall]:
+        for (source, _), read in zip(pending, read_call_lines([line for _, line in pending])):
+            yield _call_of(read, source)
+        pending.clear()
+
+    try:
+        for item in read_lines(p):
+            if isinstance(item, BadRecord):
+                yield from flush()
+                yield item
                 continue
-            source = f"{name}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                yield BadCall(source, f"invalid JSON: {e}")
-                continue
-            yield parse_call(obj, source)
+            pending.append((item.source, item.data))
+            if len(pending) >= _LINES_PER_READ:
+                yield from flush()
+    except (EOFError, OSError, zlib.error) as e:  # a truncated or corrupt gzip stream
+        yield from flush()
+        yield BadCall(f"{name}", f"the file ends early or is corrupt ({type(e).__name__}: {e}); the calls before it are kept")
+        return
+    yield from flush()
 
 
 def read_calls(

@@ -40,9 +40,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from tito_fast._core import NativeTemplate, TemplateRenderError
+from tito_fast._core import normalize_messages as _normalize
 from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
 from tito_fast.chat.messages import messages_equal
@@ -52,15 +53,21 @@ from tito_fast.errors import RenderError
 Backend = Literal["hf", "jinja", "native"]
 BACKENDS: tuple[Backend, ...] = ("hf", "jinja", "native")
 
-# Message keys under which reasoning travels; transformers fills all of them
-# from the first one present, and so does the jinja backend.
-_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
-
-def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict", "json"] = "dict") -> list[dict[str, Any]]:
-    """A deep copy with assistant `content: None` as `""` and tool-call arguments as
+def normalize_messages(
+    messages: list[dict[str, Any]],
+    arguments: Literal["dict", "json"] = "dict",
+    *,
+    none_keys: Literal["keep", "drop"] = "keep",
+    alias: bool = False,
+) -> list[dict[str, Any]]:
+    """A copy with assistant `content: None` as `""` and tool-call arguments as
     dicts (`"dict"`, for Jinja templates) or JSON strings (`"json"`, for encoders
-    that parse them).
+    that parse them); with `none_keys="drop"` None-valued keys go, and with
+    `alias` the reasoning is set under `thinking` and `reasoning_content` as
+    transformers does. The rule has one owner, the Rust core
+    (`_core.normalize_messages`, rust/src/check/normalise.rs), which the
+    native session check uses too.
 
     Example:
         >>> m = [{"role": "assistant", "content": None,
@@ -68,32 +75,10 @@ def normalize_messages(messages: list[dict[str, Any]], arguments: Literal["dict"
         >>> normalize_messages(m)[0]["tool_calls"][0]["function"]["arguments"]
         {'a': 1}
     """
-    out: list[dict[str, Any]] = plain_copy(messages)
-    for i, msg in enumerate(out):
-        if not isinstance(msg, dict):
-            raise RenderError(f"messages[{i}] is a {type(msg).__name__}, not a dict")
-        if msg.get("role") != "assistant":
-            continue
-        if msg.get("content") is None:
-            msg["content"] = ""
-        calls = msg.get("tool_calls")
-        if not isinstance(calls, list):
-            continue
-        for j, call in enumerate(calls):
-            func = call.get("function") if isinstance(call, dict) else None
-            if not func:
-                continue
-            args = func.get("arguments")
-            if arguments == "dict" and isinstance(args, str):
-                try:
-                    func["arguments"] = json.loads(args)
-                except json.JSONDecodeError as e:
-                    raise RenderError(
-                        f"messages[{i}].tool_calls[{j}].function.arguments is not valid JSON: {e}"
-                    ) from e
-            elif arguments == "json" and isinstance(args, dict):
-                func["arguments"] = json.dumps(args, ensure_ascii=False)
-    return out
+    try:
+        return cast("list[dict[str, Any]]", _normalize(messages, arguments=arguments, none_keys=none_keys, alias=alias))
+    except ValueError as e:
+        raise RenderError(str(e)) from None
 
 
 def render(
@@ -129,7 +114,9 @@ def render(
             that renders instead of a template.
         template_kwargs: extra template variables (`enable_thinking`, ...).
     """
-    msgs = normalize_messages(messages, arguments)
+    # the jinja and native backends get the messages as transformers hands them on (reasoning aliased)
+    aliased = backend in ("jinja", "native") and deepseek is None
+    msgs = normalize_messages(messages, arguments, none_keys=none_keys if aliased else "keep", alias=aliased)
     if deepseek is not None:
         return render_with_encoder(
             deepseek.module,
@@ -158,7 +145,7 @@ def render(
             variables = {**special_tokens(tokenizer), **template_kwargs}
             context = {
                 **variables,
-                "messages": _alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs)),
+                "messages": msgs,
                 "tools": defs,
                 "documents": None,
                 "add_generation_prompt": add_generation_prompt,
@@ -281,8 +268,7 @@ def _probe(compiled: NativeTemplate, template: str, variables: dict[str, Any], n
     env = _compile(template)
     convs = canned_conversations({"user", "tool", "system"}) + canned_conversations({"user", "tool"}, thinking=False)
     for i, conv in enumerate(convs):
-        msgs = normalize_messages(conv)
-        msgs = _alias_reasoning(msgs if none_keys == "keep" else _drop_none(msgs))
+        msgs = normalize_messages(conv, none_keys=none_keys, alias=True)
         for tools in (None, canonical_tools(CANNED_TOOLS, "sglang")):
             for gen in (False, True):
                 for upto in (2, len(msgs)):
@@ -318,18 +304,6 @@ def template_of(tokenizer: Any) -> str:
 
 def special_tokens(tokenizer: Any) -> dict[str, Any]:
     return dict(getattr(tokenizer, "special_tokens_map", {}) or {})
-
-
-def _drop_none(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in m.items() if v is not None} for m in messages]
-
-
-def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for m in messages:
-        reasoning = next((m[k] for k in _REASONING_FIELDS if m.get(k) is not None), None)
-        out.append({"thinking": reasoning, **m, "reasoning_content": reasoning} if reasoning is not None else m)
-    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -14,8 +14,9 @@ Example:
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from tito_fast._core import canonical_tools as _canonical_tools
 from tito_fast.errors import RenderError
 
 TOOL_POLICIES = ("sglang", "sglang-legacy", "none")
@@ -44,7 +45,9 @@ def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sg
     SGLang policies the function has exactly `description`, `name`,
     `parameters`, `strict` (defaults None, None, False) in that order, and
     `sglang` adds `"defer_loading": None` after `function` (a non-null
-    tool-level value moves into the function instead, as SGLang does).
+    tool-level value moves into the function instead, as SGLang does). The
+    rule has one owner, the Rust core (`_core.canonical_tools`,
+    rust/src/check/normalise.rs), which the native session check uses too.
 
     Example:
         >>> canonical_tools([{"name": "f"}])
@@ -54,28 +57,7 @@ def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sg
         raise ValueError(f"tool policy must be one of {TOOL_POLICIES}, got {policy!r}")
     if not tools:
         return None
-    out = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise RenderError(f"tools[{i}] is a {type(tool).__name__}, not a dict")
-        wrapped = tool if "function" in tool else {"type": "function", "function": tool}
-        if policy == "none":
-            out.append(plain_copy(wrapped))
-            continue
-        func = wrapped["function"]
-        if not isinstance(func, dict) or not isinstance(func.get("name"), str):
-            raise RenderError(f"tools[{i}].function needs a string 'name'")
-        canon: dict[str, Any] = {
-            "description": func.get("description"),
-            "name": func["name"],
-            "parameters": plain_copy(func.get("parameters")),
-            "strict": bool(func.get("strict", False)),
-        }
-        entry: dict[str, Any] = {"type": wrapped.get("type", "function"), "function": canon}
-        if policy == "sglang":
-            defer = func.get("defer_loading", wrapped.get("defer_loading"))
-            if defer is not None:
-                canon["defer_loading"] = defer
-            entry["defer_loading"] = wrapped.get("defer_loading")
-        out.append(entry)
-    return out
+    try:
+        return cast("list[dict[str, Any]] | None", _canonical_tools(tools, policy))
+    except ValueError as e:
+        raise RenderError(str(e)) from None

@@ -7,18 +7,27 @@ Schema (JSONL: one JSON object per line; Parquet: one row per session):
 - `token_ids` (required): the session's accumulated ids (prompt+completion
   of the last turn). Parquet: `list<int32>` (any integer list type).
 - `tools` (optional): tool definitions. Parquet: a JSON string or null.
-- `session_id` (optional): defaults to the line/row number.
-- `family` (optional): must match the scorer's family when given.
+- `session_id` (optional): a string or an int; defaults to the line/row number.
+- `family` (optional): a string; must match the scorer's family when given.
 - `metadata` (optional): anything JSON; carried into the results.
+
+Every record, from a JSONL line, a Parquet row or a Python dict, is read by
+the one reader in the Rust core (`_core.read_dump_lines` /
+`_core.read_dump_row`, rust/src/record), which also serves the native
+session check, the workers, Ray and `assemble`: the same input gets the
+same record or the same reason whichever door it enters. Its JSON follows
+Python's `json` module (a repeated key: the last wins; integers exact, never
+floats; `NaN`/`Infinity` read as floats) with three bounds Python lacks or
+ends a job on: nesting deeper than 256 levels, integers of more than 4,300
+digits and lone surrogates (`\\ud800`) are bad records; invalid UTF-8 is
+named at its byte.
 
 A record that cannot be used is yielded as a `BadRecord` naming the file,
 the line (JSONL, 1-based) or row (Parquet, 0-based) and the reason; the
 caller decides whether to skip it or stop. Hostile records are bad records
 too, never an exception that ends the job: a line over `MAX_RECORD_BYTES`
-(read no further than that), an integer of thousands of digits, JSON nested
-past the parser's depth, a lone surrogate (`\\ud800`) in a text, invalid
-UTF-8. A problem with the whole file (a missing required Parquet column, an
-empty dump) is one `DumpError`.
+(read no further than that) is one. A problem with the whole file (a
+missing required Parquet column, an empty dump) is one `DumpError`.
 
 Example:
     >>> from tito_fast.score.dump import read_dump
@@ -29,15 +38,16 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from tito_fast._core import read_dump_lines as _core_read_lines
+from tito_fast._core import read_dump_row
 from tito_fast.errors import DumpError
 
 MAX_ID = 2**32 - 1
@@ -46,25 +56,6 @@ MAX_ID = 2**32 - 1
 #: (a 58 MB record of 8M ids: 1.3 GB).
 MAX_RECORD_BYTES = 64 * 2**20
 _READ_BUFFER = 4 * 2**20
-
-
-def _loads(raw: bytes) -> Any:
-    """`json.loads`, through orjson when it is installed (twice as fast on id
-    lists); anything orjson refuses (NaN, integers beyond 64 bits) goes to
-    json, so both accept the same records and give json's error messages."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(raw)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(raw)
-
-
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # optional (the `score` extra installs it)
-    _orjson = None
 
 
 @dataclass
@@ -93,11 +84,9 @@ class RawLine:
     def source(self) -> str:
         return f"{self.name}:{self.lineno}"
 
-    def record(self, token_ids: np.ndarray | None = None) -> Record | BadRecord | None:
-        """The record of this line as `read_dump` gives it (None: a blank line).
-        `token_ids`: its ids as the native check read them (uint32), when it
-        took the line (then its texts are known to be valid Unicode)."""
-        return _jsonl_record(self.name, self.lineno, self.data, token_ids)
+    def record(self) -> Record | BadRecord | None:
+        """The record of this line as `read_dump` gives it (None: a blank line)."""
+        return _jsonl_record(self.name, self.lineno, self.data)
 
 
 @dataclass
@@ -110,17 +99,6 @@ class BadRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "session_id": self.session_id, "reason": self.reason}
-
-
-@dataclass
-class _Fields:
-    messages: Any
-    token_ids: Any
-    tools: Any = None
-    session_id: Any = None
-    family: Any = None
-    metadata: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def dump_format(path: str | Path) -> str:
@@ -221,6 +199,14 @@ def read_dump_lines(path: str | Path) -> Iterator[RawLine | BadRecord]:
     yield from _read_jsonl(p, raw=True)
 
 
+def read_lines(path: str | Path) -> Iterator[RawLine | BadRecord]:
+    """The non-blank lines of any JSONL file (plain or .gz: dumps and capture
+    files), unparsed, each at most `MAX_RECORD_BYTES` (a longer line is a
+    `BadRecord`, read no further). A truncated gzip file raises `EOFError`
+    after the lines before the cut."""
+    yield from _read_jsonl(Path(path), raw=True)
+
+
 def read_jsonl_range(
     path: str | Path, start: int, end: int | None, first_lineno: int, *, max_bytes: int | None = None, raw: bool = False
 ) -> Iterator[Any]:
@@ -287,26 +273,18 @@ def json_error(e: json.JSONDecodeError) -> str:
     return f"{msg} at column {e.colno}" if e.lineno == 1 else f"{msg} at line {e.lineno} column {e.colno}"
 
 
-def _jsonl_record(name: str, lineno: int, raw: bytes, token_ids: np.ndarray | None = None) -> Record | BadRecord | None:
+def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | None:
     if not raw or raw.isspace():
         return None
-    source = f"{name}:{lineno}"
-    try:
-        obj = _loads(raw)
-    except UnicodeDecodeError as e:
-        return BadRecord(source, f"not UTF-8: {e.reason} at byte {e.start}")
-    except json.JSONDecodeError as e:
-        return BadRecord(source, f"invalid JSON: {json_error(e)}")
-    except RecursionError:
-        return BadRecord(source, "invalid JSON: nested too deep to read")
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return BadRecord(source, f"invalid JSON: {e}")
-    if not isinstance(obj, dict):
-        return BadRecord(source, f"a record must be a JSON object, got {type(obj).__name__}")
-    if token_ids is not None:  # read by the native check, which refuses lone surrogates
-        return record_from_row(source, str(lineno), obj, json_strings=False, check_text=False, token_ids=token_ids)
-    # Parsed from valid UTF-8, a text can hold a lone surrogate only through a \\uD800-\\uDFFF escape.
-    return record_from_row(source, str(lineno), obj, json_strings=False, check_text=bool(_SURROGATE_ESCAPE.search(raw)))
+    return _record(f"{name}:{lineno}", str(lineno), _core_read_lines([raw])[0])
+
+
+def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | BadRecord:
+    """A `Record` or `BadRecord` from the reader's tuple (`_core.read_dump_lines`)."""
+    if read[0] == "bad":
+        return BadRecord(source, read[1], read[2])
+    _, sid, family, messages, token_ids, tools, metadata = read
+    return Record(source, default_id if sid is None else sid, messages, token_ids, tools=tools, family=family, metadata=metadata)
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
@@ -329,125 +307,12 @@ def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
             row += 1
 
 
-#: A JSON escape of a UTF-16 surrogate (`\ud800` .. `\udfff`), the only way JSON text read
-#: from valid UTF-8 can hold one.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def record_from_row(
-    source: str,
-    default_id: str,
-    obj: dict[str, Any],
-    *,
-    json_strings: bool,
-    check_text: bool = True,
-    token_ids: np.ndarray | None = None,
-) -> Record | BadRecord:
-    """A record from one parsed row (a JSON line's object, or a Parquet row as a dict), or
-    why it is bad. `source` names the row for messages; `default_id` is its session id
-    when it has none; with `json_strings` the messages, tools and metadata may be JSON text.
-    `check_text=False` skips the search for lone surrogates in the texts, for rows known
-    to hold none. `token_ids`: the row's ids, already read and checked (uint32)."""
-    try:
-        return _record(source, default_id, obj, json_strings, check_text, token_ids)
-    except (ValueError, TypeError, RecursionError, UnicodeError, OverflowError) as e:
-        what = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {e}"
-        return BadRecord(source, f"unreadable record: {what}", _printable(obj.get("session_id")))
-
-
-def _printable(value: Any) -> str | None:
-    """`value` as a session id that can be written out (valid Unicode), else None."""
-    if value is None:
-        return None
-    text = str(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return text
-
-
-def json_safe(value: Any) -> Any:
-    """`value` checked to serialise as JSON text: valid Unicode, not nested too deep;
-    non-finite floats (which JSON cannot hold) become the strings "NaN", "Infinity"."""
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        raise
-    except ValueError:  # NaN / Infinity somewhere: rewrite them
-        pass
-    text = json.dumps(value, ensure_ascii=False)
-    text.encode("utf-8")
-    return json.loads(text, parse_constant=lambda c: c)
-
-
-def ids_array(ids: Any, name: str = "token_ids", *, empty_ok: bool = False) -> np.ndarray | str:
-    """A record's id list (`name`) as uint32, or what is wrong with it."""
-    if not isinstance(ids, (list, tuple)):
-        return f"{name!r} must be a list of ints, got {type(ids).__name__}"
-    if not ids:
-        return np.zeros(0, dtype=np.uint32) if empty_ok else f"{name!r} is empty"
-    if set(map(type, ids)) != {int}:  # one C-level pass; bool and float are not ids
-        bad = next(k for k, t in enumerate(ids) if type(t) is not int)
-        return f"{name}[{bad}] is not an int: {ids[bad]!r}"
-    try:
-        return np.array(ids, dtype=np.uint32)  # NumPy 2 raises for ints outside uint32
-    except OverflowError:
-        k = next(k for k, t in enumerate(ids) if not 0 <= t <= MAX_ID)
-        return f"{name}[{k}] = {ids[k]} is out of range"
-
-
-def _record(
-    source: str, default_id: str, obj: dict[str, Any], json_strings: bool, check_text: bool, checked_ids: np.ndarray | None
-) -> Record | BadRecord:
-    sid = obj.get("session_id")
-    session_id = str(sid) if sid is not None else default_id
-    if _printable(session_id) is None:
-        return BadRecord(source, "session_id is not valid Unicode (a lone surrogate)")
-    for key in ("messages", "token_ids"):
-        if obj.get(key) is None:
-            return BadRecord(source, f"missing field {key!r}", session_id)
-    messages, tools, metadata = obj["messages"], obj.get("tools"), obj.get("metadata")
-    try:
-        if json_strings:
-            messages = json.loads(messages) if isinstance(messages, (str, bytes)) else messages
-            tools = json.loads(tools) if isinstance(tools, (str, bytes)) else tools
-            metadata = json.loads(metadata) if isinstance(metadata, (str, bytes)) else metadata
-    except json.JSONDecodeError as e:
-        return BadRecord(source, f"invalid JSON in a string column: {json_error(e)}", session_id)
-    except UnicodeDecodeError as e:
-        return BadRecord(source, f"not UTF-8 in a string column: {e.reason} at byte {e.start}", session_id)
-    if not isinstance(messages, list) or not messages:
-        return BadRecord(source, "'messages' must be a non-empty list", session_id)
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            return BadRecord(source, f"messages[{i}] must be an object with a string 'role'", session_id)
-    if tools is not None and not isinstance(tools, list):
-        return BadRecord(source, f"'tools' must be a list or null, got {type(tools).__name__}", session_id)
-    arr = checked_ids if checked_ids is not None else ids_array(obj["token_ids"])
-    if isinstance(arr, str):
-        return BadRecord(source, arr, session_id)
-    if check_text:
-        try:  # everything a text must be to be rendered, encoded and written out
-            json.dumps([messages, tools], ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            return BadRecord(source, "the messages or tools hold text that is not valid Unicode (a lone surrogate)", session_id)
-    if metadata is not None:
-        try:
-            metadata = json_safe(metadata)
-        except UnicodeEncodeError:
-            return BadRecord(source, "the metadata holds text that is not valid Unicode (a lone surrogate)", session_id)
-    family = obj.get("family")
-    return Record(
-        source,
-        session_id,
-        messages,
-        arr,
-        tools=tools,
-        family=str(family) if family is not None else None,
-        metadata=metadata,
-    )
+def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
+    """A record from one row (a Parquet row or a record given as a dict), or why
+    it is bad, by the one reader's rules (`_core.read_dump_row`). `source`
+    names the row for messages; `default_id` is its session id when it has
+    none; with `json_strings` the messages, tools and metadata may be JSON text."""
+    return _record(source, default_id, read_dump_row(obj, json_text=json_strings))
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:

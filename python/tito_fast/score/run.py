@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
-import json
 import multiprocessing
 import os
 import pickle
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tito_fast._core import json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.errors import DumpError, FamilyError, FixtureError, ScoreError, TokenizerLoadError
@@ -33,7 +33,6 @@ from tito_fast.score.dump import (
     Record,
     count_records,
     dump_format,
-    json_safe,
     jsonl_ranges,
     read_dump,
     read_dump_lines,
@@ -155,17 +154,22 @@ def score_batch(
             out.append(score_one(scorer, it))
             continue
         outcome = next(outcomes, None)
+        if outcome is not None and outcome[0] == "bad":  # the one reader's verdict
+            out.append(BadRecord(it.source, outcome[1], outcome[2]))
+            continue
         if outcome is not None and outcome[0] == "clean":
             _, sid, turns, num_ids, meta = outcome
-            metadata = json_safe(json.loads(meta)) if meta is not None else None
-            out.append(scorer.clean_result(it.source, sid, turns, num_ids, metadata))
+            metadata = json_loads(meta) if meta is not None else None
+            out.append(scorer.clean_result(it.source, str(it.lineno) if sid is None else sid, turns, num_ids, metadata))
             continue
         if outcome is not None and outcome[4] is not None:  # differs: diagnosed here on what the check read
             _, text, expected, actual, read = outcome
+            if read[0] is None:  # no session_id: the line number, as read_dump names it
+                read = (str(it.lineno), *read[1:])
             diagnose = functools.partial(scorer.differing_result, it.source, read, text, expected, actual)
             out.append(_guarded(it.source, read[0], diagnose))
             continue
-        rec = it.record(outcome[3] if outcome is not None else None)
+        rec = it.record()
         if rec is None:
             continue
         rendered = (outcome[1], outcome[2]) if outcome is not None and isinstance(rec, Record) else None

@@ -29,19 +29,18 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from tito_fast._core import SessionChecker, common_prefix_len
+from tito_fast._core import SessionChecker, common_prefix_len, json_loads
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
 from tito_fast.compare.messages import find_messages, message_starts
 from tito_fast.errors import ScoreError
-from tito_fast.score.dump import Record, json_safe
+from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
 
 if TYPE_CHECKING:
@@ -371,7 +370,7 @@ class Scorer:
         render (`record`: what the check read of its line), diagnosed here on
         the check's render and ids, as `score` diagnoses it."""
         session_id, turns, meta, roles, found = record
-        metadata = json_safe(json.loads(meta)) if meta is not None else None
+        metadata = json_loads(meta) if meta is not None else None
         sess = _Session(session_id, source, metadata, roles, turns, found=found)
         return self._score(sess, text, expected, actual, None)
 

@@ -13,6 +13,7 @@ mod encoder;
 mod errors;
 mod input;
 mod kernels;
+mod record;
 mod segment;
 mod template;
 
@@ -42,6 +43,20 @@ mod _core {
     use super::kernels::merge_tokens;
     #[pymodule_export]
     use super::kernels::trim_trailing;
+    #[pymodule_export]
+    use super::record::canonical_tools;
+    #[pymodule_export]
+    use super::record::json_loads;
+    #[pymodule_export]
+    use super::record::normalize_messages;
+    #[pymodule_export]
+    use super::record::read_call_lines;
+    #[pymodule_export]
+    use super::record::read_call_row;
+    #[pymodule_export]
+    use super::record::read_dump_lines;
+    #[pymodule_export]
+    use super::record::read_dump_row;
     #[pymodule_export]
     use super::segment::PyAlignment;
     #[pymodule_export]

@@ -10,7 +10,7 @@ use super::encoder::BpeEncoder;
 use super::errors::TemplateRenderError;
 use super::threads_arg;
 use crate::batch::with_threads;
-use crate::template::session::{check_line, CheckSetup, LineOutcome, ToolPolicy};
+use crate::check::{check_line, CheckSetup, LineOutcome, ToolPolicy};
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
 
@@ -200,7 +200,7 @@ impl NativeTemplate {
 }
 
 /// The session check of `tito-fast score` for dump lines, in Rust (see
-/// `crate::template::session`): parse, render, encode and compare on rayon
+/// `crate::check`): parse, render, encode and compare on rayon
 /// threads with the interpreter released. Built by `Scorer`; use that class.
 #[pyclass(frozen, module = "tito_fast._core")]
 pub struct SessionChecker {
@@ -246,7 +246,8 @@ impl SessionChecker {
 
     /// Check every line (bytes of one JSONL record) on `threads` threads
     /// (None: all cores). Per line: None (score it on the Python path),
-    /// `("clean", session_id, turns, num_ids, metadata_json | None)` or
+    /// `("bad", reason, session_id | None)` (the reader's verdict),
+    /// `("clean", session_id | None, turns, num_ids, metadata_json | None)` or
     /// `("differs", text, expected_ids, session_ids, record)`, `record` being
     /// None or `(session_id, turns, metadata_json | None, roles, found)`,
     /// `found` each message's text's `(start, end)` bytes in `text` or None.
@@ -269,6 +270,9 @@ impl SessionChecker {
             .map(|o| -> PyResult<Py<PyAny>> {
                 Ok(match o {
                     LineOutcome::Python(_) => py.None(),
+                    LineOutcome::Bad { reason, session_id } => {
+                        ("bad", reason, session_id).into_pyobject(py)?.into_any().unbind()
+                    }
                     LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
                         ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                     }

@@ -19,9 +19,7 @@
 //! with it concurrently.
 
 pub mod clock;
-pub mod line;
 pub mod pyfmt;
-pub mod session;
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior, Value};
