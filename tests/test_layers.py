@@ -2,8 +2,9 @@
 without cycles and without another module's private names; every module imports
 on its own in a fresh interpreter; the former module paths still import.
 
-Layers, bottom up: the Rust core; errors; tokenizer; compare; chat; session;
-testing (fixtures, reference); score; cli; the package root.
+Layers, bottom up: the Rust core; errors (with _deps, the one module that
+imports the optional packages); tokenizer; compare; chat; session; testing
+(fixtures, reference); score; cli; the package root.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tito_fast import _compat
 
 ROOT = Path(tito_fast.__file__).parent
 LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "chains", "cli"]
+SAME_LAYER = {"_deps": "errors"}  # the optional packages' accessors sit with the errors they raise
 
 
 def _module_name(path: Path) -> str:
@@ -39,7 +41,7 @@ def _layer(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ("__main__", "_compat"):
         return len(LAYERS)
-    return LAYERS.index(parts[1])
+    return LAYERS.index(SAME_LAYER.get(parts[1], parts[1]))
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
