@@ -32,6 +32,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast.errors import DumpError
 from tito_fast.score.dump import BadRecord, ids_array
 
@@ -174,7 +175,7 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
         raise CallsError(f"{path}: no such file")
     name = p.name
     if name.endswith(".parquet"):
-        import pyarrow.parquet as pq
+        pq = _deps.parquet()
 
         try:
             pf = pq.ParquetFile(p)

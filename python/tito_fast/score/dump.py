@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tito_fast import _deps
 from tito_fast.errors import DumpError
 
 MAX_ID = 2**32 - 1
@@ -52,19 +53,13 @@ def _loads(raw: bytes) -> Any:
     """`json.loads`, through orjson when it is installed (twice as fast on id
     lists); anything orjson refuses (NaN, integers beyond 64 bits) goes to
     json, so both accept the same records and give json's error messages."""
-    if _orjson is not None:
+    orjson = _deps.orjson_or_none()
+    if orjson is not None:
         try:
-            return _orjson.loads(raw)
-        except _orjson.JSONDecodeError:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
             pass
     return json.loads(raw)
-
-
-_orjson: Any
-try:
-    import orjson as _orjson
-except ImportError:  # optional (the `score` extra installs it)
-    _orjson = None
 
 
 @dataclass
@@ -161,9 +156,7 @@ def count_records(path: str | Path) -> int:
     """Records in the dump (non-blank lines, or Parquet rows), for progress."""
     p = Path(path)
     if dump_format(p) == "parquet":
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(p).metadata.num_rows)
+        return int(_deps.parquet().ParquetFile(p).metadata.num_rows)
     with _open_binary(p) as f:
         return sum(content for _, content in _scan_lines(f))
 
@@ -310,7 +303,7 @@ def _jsonl_record(name: str, lineno: int, raw: bytes, token_ids: np.ndarray | No
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
-    import pyarrow.parquet as pq
+    pq = _deps.parquet()
 
     try:
         pf = pq.ParquetFile(p)
@@ -459,14 +452,12 @@ def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
 
 def write_parquet(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Write records as Parquet: `token_ids` list<int32>, `messages`/`tools`/`metadata` JSON strings."""
-    import pyarrow.parquet as pq
-
-    pq.write_table(to_arrow(rows), path)
+    _deps.parquet().write_table(to_arrow(rows), path)
 
 
 def to_arrow(rows: list[dict[str, Any]]) -> Any:
     """Records as a pyarrow Table in the dump's Parquet layout."""
-    import pyarrow as pa
+    pa = _deps.pyarrow()
 
     def js(x: Any) -> str | None:
         return None if x is None else json.dumps(x, ensure_ascii=False)
