@@ -219,7 +219,7 @@ del _cls, _code
 _MEANINGS: tuple[tuple[type[BaseException], str], ...] = (
     (UsageError, "a command-line argument or input file the command cannot use"),
     (MissingDependency, "an optional package is not installed; the message names the extra that installs it"),
-    (TokenInputError, "token ids that are not integers in [0, 2**32-1], or not a flat sequence"),
+    (TokenInputError, "token ids that are not integers from 0 to 4294967295, or not a flat sequence"),
     (PrefixMismatchError, "one id sequence does not extend the other (TITO broken)"),
     (TokenBufferError, "a TokenBuffer asked to roll back or truncate past what it holds"),
     (AppendOnlyError, "new messages do not extend the stored ones as required"),

@@ -129,3 +129,15 @@ def test_extras_agree_with_pyproject() -> None:
     for package, named in _deps.EXTRAS.items():
         installing = tuple(extra for extra, reqs in extras.items() if extra != "test" and package in map(module, reqs))
         assert set(named) == set(installing), (package, named, installing)
+
+
+def test_every_error_class_is_catalogued_under_its_own_code() -> None:
+    from tito_fast import errors
+
+    classes = [obj for name in errors.__all__ if isinstance(obj := getattr(errors, name), type) and issubclass(obj, BaseException)]
+    assert sorted(c.__name__ for c in classes) == sorted(name for name, _, _ in CATALOGUE.values())
+    for cls in classes:
+        assert "code" in vars(cls) and "exit_code" in vars(cls), f"{cls.__name__} inherits its code: give it its own"
+        assert CATALOGUE[vars(cls)["code"]][:2] == (cls.__name__, vars(cls)["exit_code"])
+        assert exit_code_of(cls.__new__(cls)) == vars(cls)["exit_code"]
+    assert exit_code_of(RuntimeError("a bug")) is None and exit_code_of(ModuleNotFoundError("x")) is None

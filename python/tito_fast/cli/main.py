@@ -16,7 +16,7 @@ included):
 |---|---|
 | 0 | done; nothing to report (or differences not asked to fail on) |
 | 1 | findings: `score --ci` strict mismatches, `diff` differences, `verify-template` failures, `demo` misses |
-| 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump |
+| 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump, a missing optional package |
 | 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
 | 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
 
