@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from tito_fast.cli.main import EXIT_CODES
+from tito_fast.errors import CATALOGUE
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
@@ -45,3 +48,17 @@ def test_python_examples_run(page: Path, capsys: pytest.CaptureFixture[str]) -> 
     finally:
         os.chdir(cwd)
     capsys.readouterr()
+
+
+def test_the_error_catalogue_is_documented() -> None:
+    """docs/scoring.md's "Error codes" table is `tito_fast.errors.CATALOGUE`, row for row."""
+    page = (DOCS / "scoring.md").read_text(encoding="utf-8")
+    section = page.split("### Error codes", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \| `(\w+)` \| (\d+) \| (.+?) \|$", section, re.M)
+    documented = {code: (cls, int(exit_code), meaning) for code, cls, exit_code, meaning in rows}
+    missing = sorted(set(CATALOGUE) - set(documented))
+    assert not missing, f"codes missing from docs/scoring.md's Error codes table: {missing}"
+    assert documented == CATALOGUE, "the Error codes table differs from tito_fast.errors.CATALOGUE"
+    assert {exit_code for _, exit_code, _ in CATALOGUE.values()} <= set(EXIT_CODES.values())
+    for code in CATALOGUE:
+        assert code.isidentifier() and code == code.lower(), code

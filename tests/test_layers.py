@@ -2,13 +2,15 @@
 without cycles and without another module's private names; every module imports
 on its own in a fresh interpreter; the former module paths still import.
 
-Layers, bottom up: the Rust core; errors; tokenizer; compare; chat; session;
-testing (fixtures, reference); score; cli; the package root.
+Layers, bottom up: the Rust core; errors (with _deps, the one module that
+imports the optional packages); tokenizer; compare; chat; session; testing
+(fixtures, reference); score; cli; the package root.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -17,10 +19,11 @@ from pathlib import Path
 import pytest
 
 import tito_fast
-from tito_fast import _compat
+from tito_fast import _compat, _deps
 
 ROOT = Path(tito_fast.__file__).parent
 LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "chains", "cli"]
+SAME_LAYER = {"_deps": "errors"}  # the optional packages' accessors sit with the errors they raise
 
 
 def _module_name(path: Path) -> str:
@@ -39,7 +42,7 @@ def _layer(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ("__main__", "_compat"):
         return len(LAYERS)
-    return LAYERS.index(parts[1])
+    return LAYERS.index(SAME_LAYER.get(parts[1], parts[1]))
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
@@ -105,6 +108,33 @@ def test_no_import_cycles() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def test_optional_packages_are_imported_by_deps_alone() -> None:
+    """transformers, pyarrow, jinja2, ... are imported in `tito_fast._deps` only (which
+    raises `MissingDependency` naming the extra): no `import` of them anywhere else."""
+    optional = set(_deps.EXTRAS)
+    found = []
+    for name, path in MODULES.items():
+        if name == "tito_fast._deps":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT.parent)}:{node.lineno}: {t}" for t in tops if t in optional]
+    assert not found, found
+
+
+def test_import_tito_fast_imports_no_optional_package() -> None:
+    code = "import json, sys, tito_fast, tito_fast.errors; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert "tito_fast" in loaded
+    assert not loaded & (set(_deps.EXTRAS) | {"torch"}), sorted(loaded & set(_deps.EXTRAS))
 
 
 def test_each_module_imports_alone_in_a_fresh_interpreter() -> None:

@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast._core import read_call_lines, read_call_row
 from tito_fast.errors import DumpError
 from tito_fast.score.dump import BadRecord, read_lines
@@ -119,7 +120,7 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
         raise CallsError(f"{path}: no such file")
     name = p.name
     if name.endswith((".parquet", ".pq")):
-        import pyarrow.parquet as pq
+        pq = _deps.parquet()
 
         try:
             pf = pq.ParquetFile(p)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast._core import assemble_calls
 from tito_fast.chains.calls import (
     MAX_ID,
@@ -462,8 +463,7 @@ def _list_chunks(table: Any, name: str, *, dtype: Any, required: bool) -> list[t
     they are not copied into one), checked: no null list (unless not
     required: then None for a missing column), no null value, ids within
     0 .. 2**32-1. Raises `CallsError` naming the column and row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    pa, pc = _deps.pyarrow(), _deps.pyarrow_compute()
 
     if name not in table.column_names:
         if required:
@@ -548,8 +548,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     sessions for the matching, without a Python object per call: the ids are
     read in place from the list columns, and the calls are put in session and
     call order by a permutation the matching follows."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    pa, pc = _deps.pyarrow(), _deps.pyarrow_compute()
 
     n = table.num_rows
     if "session_id" not in table.column_names:
@@ -809,7 +808,7 @@ def assemble(
 def _as_table(calls: Any) -> tuple[Any, str]:
     """(a pyarrow Table, its file name) for Arrow and Parquet input, else (None, "")."""
     if isinstance(calls, (str, Path)) and str(calls).endswith(".parquet"):
-        import pyarrow.parquet as pq
+        pq = _deps.parquet()
 
         p = Path(calls)
         if not p.is_file():

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast.chains.core import KINDS, Assembly
 
 
@@ -26,14 +27,12 @@ def write_chains(assembly: Assembly, path: str | Path) -> None:
         return
     if p.suffix != ".parquet":
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
-    import pyarrow.parquet as pq
-
-    pq.write_table(chains_table(assembly), p)
+    _deps.parquet().write_table(chains_table(assembly), p)
 
 
 def chains_table(assembly: Assembly) -> Any:
     """The chains as a pyarrow Table, one row per chain (the columns of `write_chains`)."""
-    import pyarrow as pa
+    pa = _deps.pyarrow()
 
     chains = assembly.chains()
     lengths = np.fromiter((len(c) for c in chains), dtype=np.int64, count=len(chains))

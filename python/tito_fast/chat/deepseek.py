@@ -43,12 +43,12 @@ Example:
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tito_fast import _deps
 from tito_fast.chat.tools import ToolPolicy, canonical_tools
 from tito_fast.errors import RenderError
 
@@ -134,7 +134,7 @@ def candidates(tokenizer: Any, version: str, trust_encoder: bool = False) -> lis
             out.append(("file", str(found)))
     if trust_encoder:
         out.extend(("file", str(p)) for p in folder_copies(tokenizer, version))
-    if version in _MTT_MODULES and importlib.util.find_spec("miles_tito_tokenizers") is not None:
+    if version in _MTT_MODULES and _deps.installed("miles_tito_tokenizers"):
         out.append(("module", _MTT_MODULES[version]))
     return out
 
@@ -143,7 +143,7 @@ def _load(kind: str, where: str) -> Any:
     if kind == "file":
         return load_encoder(where)
     try:
-        module = importlib.import_module(where)
+        module = _deps.require(where, "use its DeepSeek encoder")
     except Exception as e:
         raise RenderError(f"cannot import {where}: {type(e).__name__}: {e}") from e
     if not callable(getattr(module, "encode_messages", None)):

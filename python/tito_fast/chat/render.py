@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, cast
 
+from tito_fast import _deps
 from tito_fast._core import NativeTemplate, TemplateRenderError
 from tito_fast._core import normalize_messages as _normalize
 from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
@@ -159,7 +160,7 @@ def render(
             return str(_compile(template).render(**context))
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
-    import jinja2
+    jinja2 = _deps.jinja2()
 
     try:
         try:
@@ -308,14 +309,12 @@ def special_tokens(tokenizer: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _compile(template: str) -> Any:
-    import jinja2
-    import jinja2.ext
-    import jinja2.nodes
-    import jinja2.runtime
-    import jinja2.utils
-    from jinja2.sandbox import SandboxedEnvironment
+    jinja2 = _deps.jinja2()
+    # jinja2 comes from _deps as a module object, so its classes are Any to mypy
+    extension_base: Any = jinja2.ext.Extension
+    sandbox_base: Any = jinja2.sandbox.SandboxedEnvironment
 
-    class Generation(jinja2.ext.Extension):
+    class Generation(extension_base):  # type: ignore[misc]
         """`{% generation %}...{% endgeneration %}` renders its body unchanged."""
 
         tags = {"generation"}
@@ -342,7 +341,7 @@ def _compile(template: str) -> Any:
     # Public str methods; the sandbox allows them all and wraps only these two.
     str_methods = frozenset(a for a in dir(str) if not a.startswith("_")) - {"format", "format_map"}
 
-    class Sandbox(SandboxedEnvironment):
+    class Sandbox(sandbox_base):  # type: ignore[misc]
         """The sandbox, with a fast path for `message.role`-style lookups.
 
         Jinja tries the attribute first and the item second; on a plain dict

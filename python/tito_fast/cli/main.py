@@ -8,13 +8,15 @@ finds planted faults in synthetic sessions with the batch kernels
 (`tito_fast.cli.demo`).
 
 A problem is one line on stderr, `tito-fast: error: <what, where, what to
-do>`; `--debug` adds the traceback. Exit codes (`EXIT_CODES`):
+do>`; `--debug` adds the traceback. Exit codes (`EXIT_CODES`; which error
+gives which is `tito_fast.errors.CATALOGUE`, a missing optional package
+included):
 
 | code | meaning |
 |---|---|
 | 0 | done; nothing to report (or differences not asked to fail on) |
 | 1 | findings: `score --ci` strict mismatches, `diff` differences, `verify-template` failures, `demo` misses |
-| 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump |
+| 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump, a missing optional package |
 | 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
 | 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
 
@@ -45,15 +47,11 @@ from tito_fast.chat.presets import FAMILIES
 from tito_fast.cli.demo import print_summary, run_demo
 from tito_fast.cli.progress import Progress
 from tito_fast.errors import (
-    AppendOnlyError,
-    DumpError,
-    FamilyError,
-    FixtureError,
+    MissingDependency,
     OutputPathError,
-    RenderError,
     TemplateNotAppendOnlyError,
-    TokenInputError,
-    TokenizerLoadError,
+    UsageError,
+    exit_code_of,
 )
 from tito_fast.score import report
 from tito_fast.score.dump import BadRecord, json_error, read_dump
@@ -65,25 +63,6 @@ from tito_fast.session.verify import verify_family
 
 #: The exit codes of `tito-fast` (see the module doc).
 EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130}
-
-
-class UsageError(ValueError):
-    """A command-line argument or input file the command cannot use (exit code 2)."""
-
-
-#: Errors that are the input's, not tito_fast's: one line, exit code 2.
-_INPUT_ERRORS = (
-    UsageError,
-    DumpError,
-    FamilyError,
-    RenderError,
-    TokenizerLoadError,
-    OutputPathError,
-    TokenInputError,
-    AppendOnlyError,
-    FixtureError,
-    OSError,
-)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -225,19 +204,30 @@ def cli(*args: str) -> int:
             traceback.print_exc()
         sys.stderr.write("\ntito-fast: interrupted\n")
         return EXIT_CODES["interrupted"]
-    except _INPUT_ERRORS as e:
+    except Exception as e:
         if debug:
             traceback.print_exc()
-        sys.stderr.write(f"tito-fast: error: {_one_line(e)}\n")
-        return EXIT_CODES["input"]
-    except Exception as e:  # a bug: say so, in one line, and how to report it
-        if debug:
-            traceback.print_exc()
+        code = exit_code_of(e)  # the catalogue's errors: the input's, not tito_fast's
+        if code is None and isinstance(e, OSError):
+            code = EXIT_CODES["input"]  # a file that cannot be read or written
+        if code is not None:
+            sys.stderr.write(f"tito-fast: error: {_error_line(e, args)}\n")
+            return code
+        # a bug: say so, in one line, and how to report it
         sys.stderr.write(
             f"tito-fast: internal error: {type(e).__name__}: {_one_line(e)}; this is a bug in tito_fast "
             "(rerun with --debug for the traceback and report it)\n"
         )
         return EXIT_CODES["bug"]
+
+
+def _error_line(e: BaseException, args: tuple[str, ...]) -> str:
+    """The one line of an input error; a missing package is named with the
+    command that needs it and the `score` extra, which installs them all."""
+    if isinstance(e, MissingDependency):
+        command = next((a for a in args if not a.startswith("-")), "")
+        return e.message(f"tito-fast {command}".strip(), prefer="score")
+    return _one_line(e)
 
 
 def _one_line(e: BaseException) -> str:
@@ -634,6 +624,8 @@ def _assemble(ns: argparse.Namespace) -> int:
             ns.calls, family=ns.family, tokenizer=ns.tokenizer, policy=policy, realign_window=ns.realign_window,
             on_error=ns.on_error, threads=ns.threads, progress=progress,
         )  # fmt: skip
+    except MissingDependency:
+        raise
     except ValueError as e:
         raise UsageError(str(e)) from e
     seconds = time.perf_counter() - start

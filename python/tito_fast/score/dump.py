@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tito_fast import _deps
 from tito_fast._core import read_dump_lines as _core_read_lines
 from tito_fast._core import read_dump_row
 from tito_fast.errors import DumpError
@@ -139,9 +140,7 @@ def count_records(path: str | Path) -> int:
     """Records in the dump (non-blank lines, or Parquet rows), for progress."""
     p = Path(path)
     if dump_format(p) == "parquet":
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(p).metadata.num_rows)
+        return int(_deps.parquet().ParquetFile(p).metadata.num_rows)
     with _open_binary(p) as f:
         return sum(content for _, content in _scan_lines(f))
 
@@ -288,7 +287,7 @@ def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | Bad
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
-    import pyarrow.parquet as pq
+    pq = _deps.parquet()
 
     try:
         pf = pq.ParquetFile(p)
@@ -324,14 +323,12 @@ def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
 
 def write_parquet(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Write records as Parquet: `token_ids` list<int32>, `messages`/`tools`/`metadata` JSON strings."""
-    import pyarrow.parquet as pq
-
-    pq.write_table(to_arrow(rows), path)
+    _deps.parquet().write_table(to_arrow(rows), path)
 
 
 def to_arrow(rows: list[dict[str, Any]]) -> Any:
     """Records as a pyarrow Table in the dump's Parquet layout."""
-    import pyarrow as pa
+    pa = _deps.pyarrow()
 
     def js(x: Any) -> str | None:
         return None if x is None else json.dumps(x, ensure_ascii=False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tito_fast import _deps
 from tito_fast.errors import DumpError
 from tito_fast.score.dump import BadRecord, record_from_row
 from tito_fast.score.results import COLUMNS, from_row, row, schema
@@ -36,7 +37,7 @@ def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0) -> An
     Bad rows are not raised: they come back with `ok=False` and the reason in `error`.
     A table without the required columns is a `DumpError` (one error, not one per row).
     """
-    import pyarrow as pa
+    pa = _deps.pyarrow()
 
     cols = table.to_pydict()
     missing = {"messages", "token_ids"} - set(cols)

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from tito_fast import _deps
 from tito_fast.compare.alignment import Mismatch
 from tito_fast.errors import OutputPathError
 from tito_fast.score.dump import BadRecord
@@ -41,7 +42,7 @@ SUFFIXES = (".jsonl", ".parquet")
 
 def schema() -> Any:
     """The rows' Arrow schema."""
-    import pyarrow as pa
+    pa = _deps.pyarrow()
 
     return pa.schema(
         [
@@ -126,9 +127,7 @@ def read_results(path: str | Path) -> list[SessionResult | BadRecord]:
     """Every row of a `ResultWriter` file, as results."""
     p = Path(path)
     if p.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return [from_row(r) for r in pq.read_table(p).to_pylist()]
+        return [from_row(r) for r in _deps.parquet().read_table(p).to_pylist()]
     with open(p, encoding="utf-8") as f:
         return [from_row(json.loads(line)) for line in f if line.strip()]
 
@@ -150,9 +149,7 @@ class ResultWriter:
         if self.path.suffix == ".jsonl":
             self._text = open(self.tmp, "w", encoding="utf-8")
         else:
-            import pyarrow.parquet as pq
-
-            self._parquet = pq.ParquetWriter(self.tmp, schema())
+            self._parquet = _deps.parquet().ParquetWriter(self.tmp, schema())
 
     def write(self, res: SessionResult | BadRecord) -> None:
         self.rows += 1
@@ -164,7 +161,7 @@ class ResultWriter:
             self._flush()
 
     def _flush(self) -> None:
-        import pyarrow as pa
+        pa = _deps.pyarrow()
 
         if self._pending:
             self._parquet.write_table(pa.Table.from_pylist(self._pending, schema=schema()))

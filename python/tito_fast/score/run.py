@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tito_fast import _deps
 from tito_fast._core import json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
-from tito_fast.errors import DumpError, FamilyError, FixtureError, ScoreError, TokenizerLoadError
+from tito_fast.errors import DumpError, FamilyError, FixtureError, MissingDependency, ScoreError, TokenizerLoadError
 from tito_fast.score.dump import (
     BadRecord,
     RawLine,
@@ -89,10 +90,10 @@ def load_tokenizer(spec: str) -> Any:
         raise TokenizerLoadError(f"tokenizer {spec!r} is a file; give the folder that holds it")
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
-    from transformers import AutoTokenizer
+    auto_tokenizer = _deps.transformers().AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        return auto_tokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as e:  # transformers raises many types; one line says which
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise TokenizerLoadError(f"could not load the tokenizer in {spec!r}: {type(e).__name__}: {first}") from e
@@ -128,7 +129,7 @@ def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -
         return score()
     except ScoreError as e:
         return BadRecord(source, str(e), session_id)
-    except (KeyboardInterrupt, MemoryError):
+    except (KeyboardInterrupt, MemoryError, MissingDependency):  # not the record's fault
         raise
     except Exception as e:  # one record must never end the job; say it looks like a bug
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]

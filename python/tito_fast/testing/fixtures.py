@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tito_fast import _deps
 from tito_fast.errors import FixtureError
 from tito_fast.tokenizer.vocab import byte_decoder
 
@@ -369,15 +370,9 @@ def _build_llama3(target: Path) -> None:
     pattern then ByteLevel; BOS prepended by the post-processor."""
     import base64
 
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        processors,
-    )
+    tk = _deps.tokenizers()
+    AddedToken, Regex, Tokenizer = tk.AddedToken, tk.Regex, tk.Tokenizer
+    decoders, models, pre_tokenizers, processors = tk.decoders, tk.models, tk.pre_tokenizers, tk.processors
 
     ranks: dict[bytes, int] = {}
     for line in (target / "tokenizer.model").read_bytes().splitlines():
@@ -422,7 +417,8 @@ def _build_llama3(target: Path) -> None:
 
 def _build_kimi(target: Path) -> None:
     """Add Kimi's special tokens to the base tokenizer.json; write its config."""
-    from tokenizers import AddedToken, Tokenizer
+    tk = _deps.tokenizers()
+    AddedToken, Tokenizer = tk.AddedToken, tk.Tokenizer
 
     tok = Tokenizer.from_file(str(target / "tokenizer.json"))
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in KIMI_SPECIAL])
@@ -438,9 +434,7 @@ def _byte_decoder_inverse() -> dict[int, str]:
 
 def load_tokenizer(family: str) -> Any:
     """The family's tokenizer as a transformers fast tokenizer, chat template included."""
-    from transformers import AutoTokenizer  # heavy: imported on use only
-
-    return AutoTokenizer.from_pretrained(str(tokenizer_dir(family)))
+    return _deps.transformers().AutoTokenizer.from_pretrained(str(tokenizer_dir(family)))
 
 
 def main() -> int:

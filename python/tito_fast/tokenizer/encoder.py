@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast._core import BpeEncoder
 from tito_fast.tokenizer.backend import require_backend
 from tito_fast.tokenizer.vocab import PROBES, byte_decoder
@@ -267,11 +268,8 @@ class _Unsupported(Exception):
 
 
 def _loads(text: str) -> Any:
-    try:
-        import orjson  # the `score` extra installs it: several times faster on a tokenizer's JSON
-    except ImportError:
-        return json.loads(text)
-    return orjson.loads(text)
+    orjson = _deps.orjson_or_none()  # the `score` extra installs it: several times faster on a tokenizer's JSON
+    return json.loads(text) if orjson is None else orjson.loads(text)
 
 
 def _normalizer(spec: dict[str, Any] | None) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tito_fast import _deps
 from tito_fast._core import Segmenter
 from tito_fast.tokenizer.backend import require_backend, special_ids
 
@@ -101,9 +102,7 @@ class Vocab:
             seed: seed of those samples.
         """
         if isinstance(tokenizer, (str, Path)):
-            from transformers import AutoTokenizer  # heavy: imported on use only
-
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+            tokenizer = _deps.transformers().AutoTokenizer.from_pretrained(str(tokenizer))
         try:
             cached = _CACHE.get(tokenizer)
         except TypeError:  # not weak-referenceable
