@@ -41,6 +41,13 @@ __all__ = [
     "NativeTemplate",
     "SessionChecker",
     "TemplateRenderError",
+    "read_dump_lines",
+    "read_dump_row",
+    "read_call_lines",
+    "read_call_row",
+    "json_loads",
+    "normalize_messages",
+    "canonical_tools",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -53,9 +60,78 @@ DETACH_MIN: Final[int]
 """Inputs of at least this many ids are processed with the GIL released."""
 
 
-#: What the session check gives of a differing session's record: (session_id,
-#: turns, metadata JSON, roles, found); see `SessionChecker.check_lines`.
-_DifferingRecord: TypeAlias = tuple[str, int, str | None, list[str], list[tuple[int, int] | None]]
+#: A dump record as the one reader gives it: ("ok", session_id | None, family | None,
+#: messages, token_ids, tools | None, metadata | None) or ("bad", reason, session_id | None).
+_DumpRead: TypeAlias = (
+    tuple[str, str | None, str | None, list[dict[str, Any]], npt.NDArray[np.uint32], list[Any] | None, Any]
+    | tuple[str, str, str | None]
+)
+#: A capture record as the one reader gives it: ("ok", session_id, call_index | None,
+#: prompt_ids, completion_ids, completion_logprobs | None, finish_reason | None,
+#: messages | None, tools | None, response, metadata) or ("bad", reason, session_id | None).
+_CallRead: TypeAlias = (
+    tuple[
+        str, str, int | None, npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.float32] | None,
+        str | None, list[dict[str, Any]] | None, list[Any] | None, Any, Any,
+    ]
+    | tuple[str, str, str | None]
+)
+
+def read_dump_lines(lines: list[bytes]) -> list[_DumpRead]:
+    """Read score-dump JSONL lines with the one reader (rust/src/record): Python
+    `json`'s semantics (last duplicate key wins, exact integers, NaN/Infinity as
+    floats), bounded (256 levels, 4,300 digits; lone surrogates and invalid
+    UTF-8 are bad records), and the dump's field rules.
+
+    Example:
+        >>> read_dump_lines([b'{"messages": [{"role": "user"}], "token_ids": [1]}'])[0][:2]
+        ('ok', None)
+    """
+def read_dump_row(row: Any, *, json_text: bool = False) -> _DumpRead:
+    """A dump record from a dict (a Parquet row: `json_text` lets messages,
+    tools and metadata be JSON text), by the same rules as `read_dump_lines`.
+
+    Example:
+        >>> read_dump_row({"messages": [], "token_ids": [1]})
+        ('bad', "'messages' must be a non-empty list", None)
+    """
+def read_call_lines(lines: list[bytes]) -> list[_CallRead]:
+    """Read capture-file JSONL lines with the one reader (see `read_dump_lines`).
+
+    Example:
+        >>> read_call_lines([b'{"prompt_ids": [1]}'])[0]
+        ('bad', "missing field 'session_id'", None)
+    """
+def read_call_row(row: Any, *, json_text: bool = False) -> _CallRead:
+    """A capture record from a dict, by the same rules as `read_call_lines`.
+
+    Example:
+        >>> read_call_row({"session_id": "s", "prompt_ids": [1], "completion_ids": []})[:3]
+        ('ok', 's', None)
+    """
+def json_loads(text: str | bytes) -> Any:
+    """JSON text read as every record is read (raises ValueError with the reason).
+
+    Example:
+        >>> json_loads('{"a": 1, "a": 123456789012345678901234567890}')
+        {'a': 123456789012345678901234567890}
+    """
+def normalize_messages(
+    messages: Sequence[dict[str, Any]], *, arguments: str = "dict", none_keys: str = "keep", alias: bool = False
+) -> list[dict[str, Any]]:
+    """Messages as the engine hands them to a template (the one owner of the rule).
+
+    Example:
+        >>> normalize_messages([{"role": "assistant", "content": None}])
+        [{'role': 'assistant', 'content': ''}]
+    """
+def canonical_tools(tools: Sequence[dict[str, Any]] | None, policy: str = "sglang") -> list[dict[str, Any]] | None:
+    """Tools in the engine's shape by policy (the one owner of the rule).
+
+    Example:
+        >>> canonical_tools([{"name": "f"}], "sglang-legacy")
+        [{'type': 'function', 'function': {'description': None, 'name': 'f', 'parameters': None, 'strict': False}}]
+    """
 
 class TokenInputError(ValueError):
     """Token ids that cannot be used: not integers, out of [0, 2**32-1], or not a flat sequence.
@@ -523,14 +599,14 @@ class SessionChecker:
     def check_lines(
         self, lines: list[bytes], *, threads: int | None = None
     ) -> list[
-        tuple[str, str, int, int, str | None]
-        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32], _DifferingRecord | None]
+        tuple[str, str | None, int, int, str | None]
+        | tuple[str, str, str | None]
+        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32]]
         | None
     ]:
-        """Per line: None (Python path), ("clean", session_id, turns, num_ids, metadata JSON) or
-        ("differs", text, expected ids, session ids, record): `record` is None (read the line
-        in Python) or (session_id, turns, metadata JSON, roles, found), `found` each message's
-        text's (start, end) bytes in the render, or None where it was not found."""
+        """Per line: None (Python path), ("bad", reason, session_id) (the one reader's
+        verdict), ("clean", session_id, turns, num_ids, metadata JSON) or ("differs",
+        text, expected ids, session ids) (the render and its ids)."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""
 

@@ -92,7 +92,16 @@ def parse_messages(value: Any) -> list[dict[str, Any]] | None:
     read = read_call_row({"session_id": "", "prompt_ids": [0], "completion_ids": [], "messages": value}, json_text=True)
     if read[0] == "bad":
         raise CallsError(read[1])
-    return cast("list[dict[str, Any]] | None", read[7])
+    return cast("list[dict[str, Any]] | None", read[7])  # type: ignore[misc]
+
+
+def parse_tools(value: Any) -> list[dict[str, Any]] | None:
+    """A record's `tools`: a list, or its JSON text; None stays None. Raises
+    `CallsError` for anything else (the one reader's rules)."""
+    read = read_call_row({"session_id": "", "prompt_ids": [0], "completion_ids": [], "tools": value}, json_text=True)
+    if read[0] == "bad":
+        raise CallsError(read[1])
+    return cast("list[dict[str, Any]] | None", read[8])  # type: ignore[misc]
 
 
 def parse_call(row: Any, source: str, *, json_text: bool = False) -> Call | BadCall:

@@ -26,9 +26,10 @@ from tito_fast.chains.calls import (
     call_order,
     group_sessions,
     parse_messages,
+    parse_tools,
     read_calls,
 )
-from tito_fast.compare.messages import find_messages, message_starts
+from tito_fast.compare.messages import MessageBounds, id_offsets, map_offsets
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
@@ -89,7 +90,7 @@ class Chain:
 
     def __init__(
         self, session_id: str, index: int, flat: Mapping[str, np.ndarray], ids: tuple[int, int], spans: tuple[int, int],
-        open: bool, fam: _Family, messages: Callable[[int], list[dict[str, Any]] | None], last: tuple[int, int],
+        open: bool, fam: _Family, messages: Callable[[int], _Request], last: tuple[int, int],
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.index = index
@@ -311,6 +312,11 @@ class _Family:
     boundary: list[int]
     comparator: Any  # TokenSeqComparator or None
     tracker: Any  # RoleTracker or None
+    render: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str] | None = None  # messages, tools -> text
+
+
+#: A call's request: its messages and tools (None: not given).
+_Request = tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]
 
 
 def _family(tokenizer: Any, family: Any) -> _Family:
@@ -337,7 +343,10 @@ def _family(tokenizer: Any, family: Any) -> _Family:
     cmp = tito.create_comparator()
     tracker = cmp.role_tracker
     boundary = sorted(set(tracker.fixed) | set(tracker.named))
-    return _Family(sorted(tito.trailing_token_ids or ()), int(tito.max_trim_tokens), boundary, cmp, tracker)
+    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        return str(tito.apply_chat_template(messages, add_generation_prompt=False, tools=tools))
+
+    return _Family(sorted(tito.trailing_token_ids or ()), int(tito.max_trim_tokens), boundary, cmp, tracker, render)
 
 
 def _csr(sessions: Sessions) -> dict[str, Any]:
@@ -412,20 +421,36 @@ class _Batch:
     completion: Callable[[int], np.ndarray]
     source: Callable[[int], str]
     sampled: int  # completion ids of these calls
-    messages: Callable[[int], list[dict[str, Any]] | None]  # a call's request messages (None: not given)
+    messages: Callable[[int], _Request]  # a call's request messages and tools (None: not given)
 
 
-def _message_map(fam: _Family, messages: list[dict[str, Any]] | None, prompt: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
-    """Where each of a request's `messages` starts in its `prompt` + completion
-    (the completion: one message more, the response), and their roles; None
-    without messages or a comparator, or when the ids do not decode byte for byte."""
-    if fam.comparator is None or fam.tracker is None or not messages:
+def _message_map(fam: _Family, request: _Request, prompt: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+    """Where each of a request's messages starts in its `prompt` (the response,
+    one message more, starts at the generation prompt), and their roles, from
+    the render's boundaries (`compare.messages.MessageBounds`, as the score
+    job attributes ids); None without messages or a renderer, or when the
+    ids do not decode byte for byte."""
+    messages, tools = request
+    if fam.comparator is None or fam.tracker is None or fam.render is None or not messages:
         return None
-    text = fam.comparator.decode(prompt.tolist())
-    starts = message_starts(fam.comparator.vocab, prompt, text, find_messages(messages, text), fam.tracker.table(prompt).starts)
-    if starts is None:
+    raw = fam.comparator.decode(prompt.tolist()).encode("utf-8")
+    offsets = id_offsets(fam.comparator.vocab, prompt, len(raw))
+    if offsets is None:
         return None
-    return np.append(starts, len(prompt)), [str(m.get("role", "unknown")) for m in messages] + ["assistant"]
+    render = fam.render
+    n = len(messages)
+    try:
+        full = render(messages, tools).encode("utf-8")
+    except Exception:  # the template refuses this request: the rendered blocks name the messages
+        return None
+    markers = [fam.comparator.decode([i]).encode("utf-8") for i in fam.boundary]
+    openers = [fam.comparator.decode([i]).encode("utf-8") for i in (*fam.tracker.fixed, *fam.tracker.named)]
+    role0 = str(messages[0].get("role", ""))
+    bounds = MessageBounds(lambda k: render(messages[:k], tools), n, full, openers=openers, first_role=role0)
+    in_render = [bounds.prefix_len(k) for k in range(n)] + [len(full)]  # the response starts where the render ends
+    byte_starts = map_offsets(full, raw, in_render, [m for m in markers if m])  # the engine's prompt may differ in places
+    starts = np.searchsorted(offsets[1:], byte_starts, side="right")  # the id holding each message's first byte
+    return np.maximum.accumulate(starts), [str(m.get("role", "unknown")) for m in messages] + ["assistant"]
 
 
 def _message_at(found: tuple[np.ndarray, list[str]] | None, table: Any, at: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -444,7 +469,7 @@ def _message_at(found: tuple[np.ndarray, list[str]] | None, table: Any, at: np.n
 
 def _object_batch(sessions: Sessions) -> _Batch:
     calls = list(concat.from_iterable(sessions.calls))
-    messages = list(map(attrgetter("messages"), calls))  # what chains keep of the calls
+    requests: list[_Request] = [(c.messages, c.tools) for c in calls]  # what chains keep of the calls
     args = _csr(sessions)
     args["order"] = None
     index = list(map(attrgetter("call_index"), calls))
@@ -453,7 +478,7 @@ def _object_batch(sessions: Sessions) -> _Batch:
     return _Batch(
         sessions.ids, list(map(len, sessions.calls)), np.asarray(index, dtype=np.int64), args,
         lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, sum(map(len, args["completion"])),
-        messages.__getitem__,
+        requests.__getitem__,
     )  # fmt: skip
 
 
@@ -608,6 +633,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     counts = np.bincount(code[order], minlength=len(ids)).tolist()
     c_vals, c_off = completion
     messages_col = table.column("messages") if "messages" in table.column_names else None
+    tools_col = table.column("tools") if "tools" in table.column_names else None
     batches = []
     start = 0
     for lo in range(0, len(ids), BATCH_SESSIONS):
@@ -630,14 +656,16 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             return src(int(rows[g]))
 
         sampled = int(np.diff(c_off)[rows_part].sum())
-        def messages_of(g: int, rows: np.ndarray = rows_part) -> list[dict[str, Any]] | None:
+        def messages_of(g: int, rows: np.ndarray = rows_part) -> _Request:
             if messages_col is None:
-                return None
+                return None, None
             r = int(rows[g])
             try:
-                return parse_messages(messages_col[r].as_py())
+                messages = parse_messages(messages_col[r].as_py())
+                tools = parse_tools(tools_col[r].as_py()) if tools_col is not None else None
             except CallsError as e:
                 raise CallsError(f"{src(r)}: {e}") from e
+            return messages, tools
 
         batches.append(
             _Batch(ids[lo : lo + BATCH_SESSIONS], part, index[rows_part], args, ids_of, done_of, source_of, sampled, messages_of)

@@ -1,18 +1,28 @@
-"""Where a conversation's messages sit in its rendered ids.
+"""Which message of a conversation each rendered id belongs to.
 
-A chat template wraps each message in markers and tags, and may merge
-messages into one rendered block (tool results in one user block) or add
-blocks of its own (a default system prompt). To tell which message of the
-request an id belongs to, each message's own text is looked up in the
-render, in order, and mapped to ids through the tokenizer's byte table.
+A chat template renders each message in its own way (wrapper tags, tool
+calls re-serialised as JSON, whitespace trimmed, tool results merged into
+one block), so a message's text cannot be reliably looked up in the render.
+Its boundaries can: for a template that renders append-only (every family
+tito_fast supports renders that way with its pinned kwargs), the render of
+`messages[:k]` is a prefix of the render of `messages[:k+1]`, so message k
+holds the bytes between the two renders' lengths. `MessageBounds` renders
+the prefixes it needs (a binary search per position, each prefix rendered
+once) and says which message a byte of the render belongs to; where a
+prefix render is not a prefix of the whole (a template that changes earlier
+turns), the shared part counts.
 
 Example:
-    >>> find_messages([{"role": "user", "content": "hi"}], "<|im_start|>user\\nhi<|im_end|>")
-    [(17, 19)]
+    >>> msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    >>> render = lambda k: "<s>" + "".join(f"<{m['role']}>{m['content']}</>" for m in msgs[:k])
+    >>> b = MessageBounds(render, len(msgs), render(2).encode())
+    >>> [b.message_at(i) for i in (0, 3, 13, 16)]
+    [-1, 0, 0, 1]
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,45 +30,127 @@ import numpy as np
 from tito_fast.tokenizer.vocab import Vocab
 
 
-def message_texts(message: dict[str, Any]) -> list[str]:
-    """Texts of a message that its render holds verbatim, in the order tried:
-    its content (content parts: their text), its reasoning, its first tool
-    call's name."""
-    out = []
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: their text
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    for value in (content, message.get("reasoning_content")):
-        if isinstance(value, str) and value.strip():
-            out.append(value.strip()[:200])
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"]:
-            out.append(fn["name"])
-            break
+class MessageBounds:
+    """Where each of `n` messages starts in `text` (the UTF-8 render of all of
+    them), from `render_prefix(k)`, the render of the first k messages.
+
+    Example:
+        >>> b = MessageBounds(lambda k: "ab"[:k], 2, b"ab")
+        >>> b.message_at(0), b.message_at(1)
+        (0, 1)
+    """
+
+    def __init__(
+        self, render_prefix: Callable[[int], str], n: int, text: bytes, *, openers: list[bytes] | None = None, first_role: str | None = None
+    ) -> None:
+        """`openers`: the strings that open a rendered message block (the
+        template's role markers) and `first_role` the first message's role:
+        when the template refuses to render no message, what it renders
+        before the first message's own block (a tools block) belongs to no
+        message unless that message is a system message."""
+        self._render = render_prefix
+        self.n = n
+        self.text = text
+        self._openers = [o for o in openers or [] if o]
+        self._first_role = first_role
+        self._len: dict[int, int] = {n: len(text)}
+
+    def prefix_len(self, k: int) -> int:
+        """Bytes of `text` that the render of `messages[:k]` covers (its part shared
+        with the whole render); a prefix the template refuses covers what the
+        shorter prefix before it covers."""
+        got = self._len.get(k)
+        if got is None:
+            try:
+                part = self._render(k).encode("utf-8")
+            except Exception:  # e.g. a template that needs a user message first
+                part = None
+            if part is None:
+                got = self.prefix_len(k - 1) if k > 0 else self._preamble()
+            else:
+                m = min(len(part), len(self.text))
+                a = np.frombuffer(part[:m], dtype=np.uint8)
+                b = np.frombuffer(self.text[:m], dtype=np.uint8)
+                diff = np.flatnonzero(a != b)
+                got = int(diff[0]) if len(diff) else m
+            self._len[k] = got
+        return got
+
+    def _preamble(self) -> int:
+        """Where the first message's own block starts, when no render of zero messages says."""
+        if not self._openers or self._first_role in (None, "system") or self.n == 0:
+            return 0
+        end = self.prefix_len(1)
+        starts = [i for o in self._openers for i in _find_all(self.text[:end], o)]
+        return max(starts) if starts else 0
+
+    def message_at(self, byte: int) -> int:
+        """The index of the message whose render holds byte `byte` of `text`
+        (the last message for a byte past the end; -1 for a byte of what the
+        template renders before any message, e.g. a tools block)."""
+        lo, hi = 0, self.n  # the smallest k with prefix_len(k) > byte: message k-1
+        if byte >= self.prefix_len(hi):
+            return self.n - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.prefix_len(mid) > byte:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo - 1
+
+
+def _find_all(text: bytes, needle: bytes) -> list[int]:
+    out, at = [], text.find(needle)
+    while at >= 0:
+        out.append(at)
+        at = text.find(needle, at + 1)
     return out
 
 
-def find_messages(messages: list[dict[str, Any]], text: str) -> list[tuple[int, int] | None]:
-    """Where each message's own text (`message_texts`) is in `text`, as
-    (start, end) UTF-8 byte offsets, each looked up after the one before
-    (None: not found)."""
-    found: list[tuple[int, int] | None] = []
-    cursor = 0  # char offset after the previous message's text
-    for m in messages:
-        hit = None
-        for probe in message_texts(m):
-            at = text.find(probe, cursor)
-            if at >= 0:
-                hit = (at, at + len(probe))
-                cursor = hit[1]
-                break
-        found.append(hit)
-    if text.isascii():
-        return found
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # char offsets to byte offsets
-    char_bytes = np.concatenate([[0], np.cumsum(1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000))]).tolist()
-    return [(char_bytes[f[0]], char_bytes[f[1]]) if f is not None else None for f in found]
+def map_offsets(src: bytes, dst: bytes, offsets: list[int], markers: list[bytes]) -> np.ndarray:
+    """Byte `offsets` of `src` (a render) carried over to `dst` (another text of
+    the same conversation, e.g. the ids an engine was given, decoded): both are
+    cut at the `markers` (the template's special-token strings), and an offset
+    keeps its place within its piece (clamped to the piece's length in `dst`).
+    Past the first marker the two texts do not share, offsets map to where
+    that marker would be. Texts that differ inside a piece (tools serialised
+    in another key order, a retokenized seam) keep every other piece's
+    boundaries exact.
+
+    Example:
+        >>> map_offsets(b"<a>xx<b>yy", b"<a>xxx<b>yy", [3, 5, 8], [b"<a>", b"<b>"]).tolist()
+        [3, 6, 9]
+    """
+    import re
+
+    if not markers:
+        return np.asarray([min(o, len(dst)) for o in offsets], dtype=np.int64)
+    pattern = re.compile(b"|".join(re.escape(m) for m in sorted(set(markers), key=len, reverse=True)))
+    a = [(m.start(), m.group()) for m in pattern.finditer(src)]
+    b = [(m.start(), m.group()) for m in pattern.finditer(dst)]
+    shared = 0
+    while shared < min(len(a), len(b)) and a[shared][1] == b[shared][1]:
+        shared += 1
+    a_starts = [0] + [p for p, _ in a[:shared]]
+    b_starts = [0] + [p for p, _ in b[:shared]]
+    b_ends = b_starts[1:] + [b[shared][0] if shared < len(b) else len(dst)]
+    k = np.searchsorted(np.asarray(a_starts, dtype=np.int64), np.asarray(offsets, dtype=np.int64), side="right") - 1
+    out = [min(b_starts[j] + (o - a_starts[j]), b_ends[j]) for j, o in zip(k.tolist(), offsets)]
+    return np.asarray(out, dtype=np.int64)
+
+
+def id_offsets(vocab: Vocab | None, ids: np.ndarray, text_len: int) -> np.ndarray | None:
+    """The byte offset in the decoded text where each of `ids` starts (one more
+    entry: the end), or None when the byte table does not tell each id's bytes
+    or `ids` do not decode to `text_len` bytes."""
+    if vocab is None or not vocab.byte_exact or not len(ids):
+        return None
+    wide = ids.astype(np.int64)
+    ends = np.cumsum(vocab.offsets[wide + 1].astype(np.int64) - vocab.offsets[wide].astype(np.int64))
+    if int(ends[-1]) != text_len:
+        return None
+    return np.concatenate([[0], ends])
 
 
 def message_starts(

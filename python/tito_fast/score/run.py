@@ -163,13 +163,6 @@ def score_batch(
             metadata = json_loads(meta) if meta is not None else None
             out.append(scorer.clean_result(it.source, str(it.lineno) if sid is None else sid, turns, num_ids, metadata))
             continue
-        if outcome is not None and outcome[4] is not None:  # differs: diagnosed here on what the check read
-            _, text, expected, actual, read = outcome
-            if read[0] is None:  # no session_id: the line number, as read_dump names it
-                read = (str(it.lineno), *read[1:])
-            diagnose = functools.partial(scorer.differing_result, it.source, read, text, expected, actual)
-            out.append(_guarded(it.source, read[0], diagnose))
-            continue
         rec = it.record()
         if rec is None:
             continue

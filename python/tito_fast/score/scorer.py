@@ -30,21 +30,18 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from tito_fast._core import SessionChecker, common_prefix_len, json_loads
+from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import find_messages, message_starts
+from tito_fast.compare.messages import MessageBounds, id_offsets
 from tito_fast.errors import MissingDependency, ScoreError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
-
-if TYPE_CHECKING:
-    from tito_fast._core import _DifferingRecord as DifferingRecord
 
 Mode = Literal["fast", "full"]
 CONTEXT_IDS = 24  # ids of context kept on each side of a reported difference
@@ -117,9 +114,7 @@ class SessionResult:
 
 @dataclass(frozen=True)
 class _Session:
-    """What a result needs of its record: a parsed `Record`, or what the
-    native check read of a differing line (then `found` holds where each
-    message's text is in the render, in bytes, and `messages` is None)."""
+    """What a result needs of its record."""
 
     session_id: str
     source: str
@@ -127,13 +122,13 @@ class _Session:
     roles: list[str]
     turns: int
     messages: list[dict[str, Any]] | None = None
-    found: list[tuple[int, int] | None] | None = None
+    tools: list[dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, record: Record) -> _Session:
         roles = [str(m.get("role", "unknown")) for m in record.messages]
         turns = sum(1 for m in record.messages if m.get("role") == "assistant")
-        return cls(record.session_id, record.source, record.metadata, roles, turns, messages=record.messages)
+        return cls(record.session_id, record.source, record.metadata, roles, turns, messages=record.messages, tools=record.tools)
 
 
 class Scorer:
@@ -259,21 +254,25 @@ class Scorer:
 
     # -- one session --------------------------------------------------------
 
-    def _message_spans(self, sess: _Session, text: str, expected: np.ndarray, diag: Diagnosis) -> np.ndarray | None:
-        """Where each record message starts in `expected` (ids), found from the
-        render text (`tito_fast.compare.messages.message_starts`); None when
-        the ids do not decode to the render byte for byte (then the rendered
-        markers number the messages)."""
-        vocab = self.cmp.vocab
-        if vocab is None or not vocab.byte_exact or not len(expected):
+    def _attribution(self, sess: _Session, text: str, expected: np.ndarray) -> tuple[MessageBounds, np.ndarray] | None:
+        """Which message each id of `expected` (the render `text`, encoded) belongs
+        to, from the render's boundaries (`compare.messages.MessageBounds`:
+        renders of the record's message prefixes); None when the ids do not
+        decode to the render byte for byte (then the rendered markers number
+        the messages)."""
+        raw = text.encode("utf-8")
+        offsets = id_offsets(self.cmp.vocab, expected, len(raw))
+        if offsets is None or sess.messages is None:
             return None
-        if sess.found is not None:
-            found = sess.found
-        else:
-            assert sess.messages is not None
-            found = find_messages(sess.messages, text)
-        blocks = diag.expected_table.starts if diag.expected_table is not None else None
-        return message_starts(vocab, expected, text, found, blocks)
+        messages, tools = sess.messages, sess.tools
+
+        def render_prefix(k: int) -> str:
+            return self.tito.apply_chat_template(messages[:k], add_generation_prompt=False, tools=tools)
+
+        tracker = self.cmp.role_tracker
+        openers = [self.cmp.decode([i]).encode("utf-8") for i in (*tracker.fixed, *tracker.named)]
+        role0 = str(messages[0].get("role", "")) if messages else None
+        return MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0), offsets
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
@@ -365,17 +364,6 @@ class Scorer:
             text, expected = self._render(record), None
         return self._score(_Session.of(record), text, expected, record.token_ids, record)
 
-    def differing_result(
-        self, source: str, record: DifferingRecord, text: str, expected: np.ndarray, actual: np.ndarray
-    ) -> SessionResult:
-        """The result of a session the native check found different from its
-        render (`record`: what the check read of its line), diagnosed here on
-        the check's render and ids, as `score` diagnoses it."""
-        session_id, turns, meta, roles, found = record
-        metadata = json_loads(meta) if meta is not None else None
-        sess = _Session(session_id, source, metadata, roles, turns, found=found)
-        return self._score(sess, text, expected, actual, None)
-
     def _score(
         self, sess: _Session, text: str, expected: np.ndarray | None, actual: np.ndarray, record: Record | None
     ) -> SessionResult:
@@ -404,7 +392,7 @@ class Scorer:
         nseg: int,
         text: str,
     ) -> SessionResult:
-        spans = self._message_spans(sess, text, expected, diag) if diag.items else None
+        bounds = self._attribution(sess, text, expected) if diag.items else None
         roles = sess.roles
         assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
@@ -415,9 +403,10 @@ class Scorer:
             head = common_prefix_len(expected[es:ee], actual[as_:ae]) if ae > as_ and ee > es else 0
             pos = int(as_ + head)
             fields = vars(it) | {"marker_role": it.role}
-            if spans is not None:
+            if bounds is not None:
                 at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
-                k = int(np.searchsorted(spans, min(at, max(ee - 1, es)), side="right")) - 1
+                at = min(at, max(ee - 1, es), len(expected) - 1)
+                k = bounds[0].message_at(int(bounds[1][at]))
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
                 turn: int | None = int(assistant_before[k]) if k >= 0 else 0

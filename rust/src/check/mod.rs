@@ -48,97 +48,11 @@ pub enum LineOutcome {
     /// no mismatches, nothing to diagnose.
     Clean { session_id: Option<String>, turns: usize, num_ids: usize, metadata: Option<String> },
     /// The ids differ: the render, its ids and the session's ids, for the
-    /// Python diagnosis, with what it needs of the record.
-    Differs { text: String, expected: Vec<u32>, actual: Vec<u32>, record: Option<Differing> },
+    /// diagnosis (which reads the record again, with the same reader).
+    Differs { text: String, expected: Vec<u32>, actual: Vec<u32> },
 }
 
 type Step<T> = Result<T, &'static str>;
-
-/// What the diagnosis of a differing session needs of its record besides
-/// the ids, so the Python side need not read the line again.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Differing {
-    pub session_id: Option<String>,
-    pub turns: usize,
-    pub metadata: Option<String>,
-    /// Each message's role.
-    pub roles: Vec<String>,
-    /// Where each message's own text was found in the render, in bytes
-    /// (`tito_fast.compare.messages.find_messages`).
-    pub found: Vec<Option<(usize, usize)>>,
-}
-
-/// The texts of a message its render holds verbatim, in the order they are
-/// tried (`message_texts` in `tito_fast.compare.messages`).
-fn probes(m: &Map) -> Vec<String> {
-    let mut out = Vec::new();
-    let content = match m.get("content") {
-        Some(Value::List(parts)) => {
-            let mut joined = String::new();
-            for p in parts {
-                if let Value::Map(p) = p {
-                    match p.get("text") {
-                        None => {}
-                        Some(Value::Str(t)) => joined.push_str(t),
-                        Some(other) => joined.push_str(&schema::short_repr(other)),
-                    }
-                }
-            }
-            Some(joined)
-        }
-        Some(Value::Str(c)) => Some(c.clone()),
-        _ => None,
-    };
-    let reasoning = match m.get("reasoning_content") {
-        Some(Value::Str(r)) => Some(r.clone()),
-        _ => None,
-    };
-    for value in [content, reasoning].into_iter().flatten() {
-        let stripped = crate::template::pyfmt::strip(&value, None, true, true);
-        if !stripped.is_empty() {
-            out.push(match stripped.char_indices().nth(200) {
-                Some((cut, _)) => stripped[..cut].to_string(),
-                None => stripped.to_string(),
-            });
-        }
-    }
-    if let Some(Value::List(calls)) = m.get("tool_calls") {
-        for call in calls {
-            let name = match call {
-                Value::Map(c) => match c.get("function") {
-                    Some(Value::Map(f)) => f.get("name"),
-                    _ => None,
-                },
-                _ => None,
-            };
-            if let Some(Value::Str(n)) = name {
-                if !n.is_empty() {
-                    out.push(n.clone());
-                    break;
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Each message's text in `text`, searched in order after the previous one found.
-fn find_messages(msgs: &[Map], text: &str) -> Vec<Option<(usize, usize)>> {
-    let mut cursor = 0;
-    let mut out = Vec::with_capacity(msgs.len());
-    for m in msgs {
-        let mut hit = None;
-        for probe in probes(m) {
-            if let Some(at) = text[cursor..].find(probe.as_str()) {
-                hit = Some((cursor + at, cursor + at + probe.len()));
-                cursor += at + probe.len();
-                break;
-            }
-        }
-        out.push(hit);
-    }
-    out
-}
 
 /// A record value as the template value Python's objects would give.
 pub fn to_template(v: &Value) -> Step<T> {
@@ -216,34 +130,6 @@ fn check(rec: schema::DumpRecord, template: &ChatTemplate, encoder: &Encoder, se
     if expected[..ne] == ids[..na] {
         Ok(LineOutcome::Clean { session_id: rec.session_id, turns, num_ids: ids.len(), metadata })
     } else {
-        let found = find_messages(msgs, &text);
-        let record = Some(Differing { session_id: rec.session_id, turns, metadata, roles, found });
-        Ok(LineOutcome::Differs { text, expected, actual: ids, record })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::record::json;
-
-    #[test]
-    fn messages_found_as_python_finds_them() {
-        let Value::List(msgs) = json::parse(
-            r#"[{"role": "user", "content": "  héllo "}, {"role": "assistant", "content": "", "reasoning_content": "think",
-                "tool_calls": [{"function": {"name": "f"}}]}, {"role": "tool", "content": [{"text": "o"}, {"type": "x"}, "s"]},
-                {"role": "user", "content": "missing"}, {"role": "assistant", "content": null, "tool_calls": [{"function": {"name": ""}}, {"function": {"name": "g"}}]}]"#.as_bytes(), &[]
-        ).unwrap() else { panic!() };
-        let msgs: Vec<Map> = msgs
-            .into_iter()
-            .map(|m| match m {
-                Value::Map(m) => m,
-                _ => panic!(),
-            })
-            .collect();
-        let text = "<u>héllo</u><a>think f</a><t>o</t><a>g</a>";
-        let found = find_messages(&msgs, text);
-        let words: Vec<Option<&str>> = found.iter().map(|f| f.map(|(a, b)| &text[a..b])).collect();
-        assert_eq!(words, [Some("héllo"), Some("think"), Some("o"), None, Some("g")]);
+        Ok(LineOutcome::Differs { text, expected, actual: ids })
     }
 }

@@ -248,9 +248,7 @@ impl SessionChecker {
     /// (None: all cores). Per line: None (score it on the Python path),
     /// `("bad", reason, session_id | None)` (the reader's verdict),
     /// `("clean", session_id | None, turns, num_ids, metadata_json | None)` or
-    /// `("differs", text, expected_ids, session_ids, record)`, `record` being
-    /// None or `(session_id, turns, metadata_json | None, roles, found)`,
-    /// `found` each message's text's `(start, end)` bytes in `text` or None.
+    /// `("differs", text, expected_ids, session_ids)` (the render and its ids).
     #[pyo3(signature = (lines, *, threads = None))]
     fn check_lines(&self, py: Python<'_>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
         use rayon::prelude::*;
@@ -276,9 +274,8 @@ impl SessionChecker {
                     LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
                         ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                     }
-                    LineOutcome::Differs { text, expected, actual, record } => {
-                        let record = record.map(|r| (r.session_id, r.turns, r.metadata, r.roles, r.found));
-                        ("differs", text, PyArray1::from_vec(py, expected), PyArray1::from_vec(py, actual), record)
+                    LineOutcome::Differs { text, expected, actual } => {
+                        ("differs", text, PyArray1::from_vec(py, expected), PyArray1::from_vec(py, actual))
                             .into_pyobject(py)?
                             .into_any()
                             .unbind()
