@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -15,16 +17,41 @@ from tito_fast.score.report import (
     column_chart,
     html_report,
     markdown_report,
+    md_code,
     terminal_diff,
     text_table,
 )
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
-from tito_fast.score.summary import worst
+from tito_fast.score.summary import summarize, worst
 from tito_fast.testing import fixtures
 
 DUMP = Path(__file__).resolve().parents[2] / "examples" / "qwen3_dump.jsonl"
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+
+
+def outside_code_spans(md: str) -> str:
+    """Markdown with its code spans cut out (CommonMark: a run of n backticks
+    up to the next run of exactly n; a backslash escapes the next character)."""
+    out, i = [], 0
+    while i < len(md):
+        if md[i] == "\\":
+            out.append(md[i : i + 2])
+            i += 2
+            continue
+        if md[i] == "`":
+            fence = re.match("`+", md[i:]).group(0)  # type: ignore[union-attr]
+            close = re.compile(f"(?<!`){fence}(?!`)").search(md, i + len(fence))
+            if close is not None:
+                out.append("<code>")  # a marker, not the text
+                i = close.end()
+                continue
+            out.append(fence)
+            i += len(fence)
+            continue
+        out.append(md[i])
+        i += 1
+    return "".join(out).replace("<code>", "")
 
 
 def _report(tmp_path: Path) -> Path:
@@ -59,3 +86,29 @@ def test_plots_and_terminal_diff() -> None:
     assert "(nothing to show)" in bar_chart("empty", [], [])
     out = terminal_diff([("a", "same", "same"), ("b", "hello world", "hello World"), ("c", "x", "x"), ("d", "y", "y")], colour=False, width=60)
     assert "[w]" in out and "[W]" in out and "1 equal segment(s)" in out
+
+
+def test_markdown_reads_as_text_and_html_stays_escaped(tmp_path: Path) -> None:
+    run = run_score(DUMP, "fixture:qwen3", "qwen3", scorer=Scorer(fixtures.load_tokenizer("qwen3"), "qwen3"))
+    hostile = dataclasses.replace(run.results[29], session_id="<b>x</b> & `y` | z", metadata={"note": "a|b <i>"})
+    results = [*run.results, hostile]
+    s = summarize(results, [], family="qwen3", mode="full", fast_path="off")
+    md = markdown_report(s, worst(results, 40), title="tito-fast score: a_b|<c>.jsonl")
+    for entity in ("&lt;", "&gt;", "&amp;", "&quot;", "&#"):
+        assert entity not in md, entity
+    assert "`<|im_end|>`" in md or "<|im_end|>`" in md  # special tokens as they are, in code
+    assert "``<b>x</b> & `y` | z``" in md  # a longer fence around a backtick
+    assert "metadata: `{\"note\": \"a|b <i>\"}`" in md
+    assert md.startswith("# tito-fast score: a_b|\\<c>.jsonl\n")
+    prose = outside_code_spans(md)
+    assert "<" not in prose.replace("\\<", "") and "&" not in prose.replace("\\&", "")
+    assert re.search(r"^\| chat template \| .* \|$", md, re.M)
+    html = html_report(s, worst(results, 40))
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt; &amp; `y` | z" in html and "&lt;|im_end|&gt;" in html
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``" and md_code(" x ") == "`  x  `" and md_code("") == "∅"
+    assert md_code("a|b", cell=True) == "`a\\|b`"
+    markdown_it = pytest.importorskip("markdown_it")
+    page = markdown_it.MarkdownIt("commonmark").enable("table").render(md)
+    assert "<b>x</b>" not in page and "<i>" not in page and "<code>&lt;b&gt;x&lt;/b&gt; &amp; `y` | z</code>" in page
+    assert "<code>&lt;|im_end|&gt;" in page or "&lt;|im_end|&gt;</code>" in page
+    assert "<strong>[<code>" in page  # a differing run: bold brackets around code

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import html
 import json
+import re
 from typing import Any
 
 from tito_fast._core import trim_trailing
@@ -387,47 +388,110 @@ def html_report(
     return "\n".join(out)
 
 
-def _md(text: str) -> str:
-    """Text safe inside Markdown (and the HTML a Markdown viewer makes of it)."""
-    text = html.escape(text, quote=False).replace("|", "\\|").replace("`", "\\`")
-    return text.replace("\n", " ")
+_MD_ESCAPE = re.compile(r"[\\`*\[\]<&~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def _md_text(text: str, *, cell: bool = False) -> str:
+    """Text as Markdown prose: backslashes before what Markdown would read
+    (emphasis, code, links, HTML, entities; `_` only where it could start or
+    end emphasis), pipes too in a table cell, line breaks as spaces. No HTML
+    entities, so the raw text stays readable.
+
+    Example:
+        >>> _md_text("a_b *c* <d> | e", cell=True)
+        'a_b \\\\*c\\\\* \\\\<d> \\\\| e'
+    """
+    text = _MD_ESCAPE.sub(lambda m: "\\" + m.group(0), text.replace("\r", " ").replace("\n", " "))
+    return text.replace("|", "\\|") if cell else text
+
+
+def md_code(text: str, *, cell: bool = False) -> str:
+    """`text` as a Markdown code span: fenced with one backtick more than its
+    longest run of them, padded with a space where the text starts or ends with
+    a backtick or starts and ends with a space (the parser strips one there),
+    pipes escaped in a table cell (GitHub reads `\\|` there as a pipe, even in
+    code), line breaks as spaces; ∅ for no text.
+
+    Example:
+        >>> md_code("<|im_end|>")
+        '`<|im_end|>`'
+        >>> md_code("a ``b`` c")
+        '```a ``b`` c```'
+    """
+    text = text.replace("\r", " ").replace("\n", " ")
+    if not text:
+        return "∅"
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    both_spaces = text[0] == text[-1] == " " and text.strip(" ")
+    pad = " " if "`" in (text[0], text[-1]) or both_spaces else ""
+    if cell:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_runs(runs: list[tuple[str, bool]]) -> str:
-    """Runs as Markdown: differing text in bold brackets with whitespace visible."""
-    parts = []
+    """Runs as Markdown: text in code spans, differing text in bold brackets
+    (whitespace visible, ∅ for nothing), so both read the same raw or rendered."""
+    merged: list[tuple[str, bool]] = []
     for t, d in runs:
+        if merged and merged[-1][1] == d:
+            merged[-1] = (merged[-1][0] + t, d)
+        elif t or d:
+            merged.append((t, d))
+    parts = []
+    for t, d in merged:
         if d:
-            parts.append("**[" + (_md(visible_whitespace(t).replace("\n", "")) or "∅") + "]**")
+            parts.append("**[" + md_code(visible_whitespace(t).replace("\n", "")) + "]**")
         elif t:
-            parts.append(_md(_visible(t).replace("\n", "")))
+            parts.append(md_code(_visible(t).replace("\n", "")))
     return "".join(parts)
 
 
-def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False) -> str:
-    """The verdict, summary, breakdowns and worst sessions as Markdown (text from records is escaped)."""
-    lines = [f"# {_md(title)}", ""]
+def _md_lines(lines: list[str]) -> list[str]:
+    """Verdict lines as Markdown paragraphs, "- " lines as one list."""
+    out: list[str] = []
+    for line in lines:
+        item = line.startswith("- ")
+        if out and not (item and out[-1].startswith("- ")):
+            out.append("")
+        out.append("- " + _md_text(line[2:]) if item else _md_text(line))
+    return out
+
+
+def markdown_report(
+    s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False
+) -> str:
+    """The verdict, summary, breakdowns and the worst sessions as Markdown that reads as plain text too: record texts,
+    special tokens, ids and names in code spans, no HTML entities."""
+    lines = [f"# {_md_text(title)}", ""]
     if not s.complete:
         lines += ["**INCOMPLETE**: the run stopped early; the figures cover only what came before.", ""]
-    lines += ["## Verdict", ""] + [_md(x) for x in verdict(s, ci=ci) if not x.startswith("INCOMPLETE")] + [""]
+    said = [x for x in verdict(s, ci=ci) if not x.startswith("INCOMPLETE")]
+    lines += ["## Verdict", "", *_md_lines(said), ""]
     lines += ["| metric | value |", "|---|---|"]
-    lines += [f"| {_md(k)} | {_md(v)} |" for k, v in summary_rows(s)]
+    lines += [f"| {_md_text(k, cell=True)} | {_md_text(v, cell=True)} |" for k, v in summary_rows(s)]
     lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]
     lines += [f"| {t['turn']} | {t['sessions']} | {t['with_mismatch']} | {_pct(t['rate'])} |" for t in s.by_turn if t["with_mismatch"]]
     lines += ["", "## Worst sessions", ""]
     for r in worst:
-        lines.append(f"### {_md(r.session_id)} ({_md(r.source)}, first divergence at id {r.first_divergence})")
+        lines.append(f"### {md_code(r.session_id)} ({md_code(r.source)}, first divergence at id {r.first_divergence})")
         if r.metadata is not None:
-            lines.append(f"metadata: {_md(_metadata_text(r.metadata))}")
+            lines += ["", f"metadata: {md_code(_metadata_text(r.metadata))}"]
         lines.append("")
         for it in r.items[:8]:
             left, right = _item_runs(it)
-            lines.append(f"- {_md(_item_label(it))}")
+            lines.append(f"- {_md_text(_item_label(it))}")
             lines.append(f"  - fresh render: {_md_runs(left)}")
             lines.append(f"  - session ids: {_md_runs(right)}")
+        if len(r.items) > 8:
+            lines.append(f"- … and {len(r.items) - 8} more")
+        lines.append("")
     if s.errors:
         lines += ["", f"## Bad records ({s.bad_records:,})", ""]
-        lines += [f"- {_md(str(b['source']))}: {_md(b['reason'])}" for b in s.errors]
+        lines += [f"- {md_code(str(b['source']))}: {_md_text(b['reason'])}" for b in s.errors]
+        if s.bad_records > len(s.errors):
+            lines.append(f"- … and {s.bad_records - len(s.errors):,} more, counted but not listed")
     return "\n".join(lines) + "\n"
 
 
