@@ -20,7 +20,7 @@ from tito_fast._core import trim_trailing
 from tito_fast.compare.alignment import MismatchType
 from tito_fast.compare.diagnosis import sequence_opcodes
 from tito_fast.score.scorer import SessionResult
-from tito_fast.score.summary import MISMATCH_TYPES, Summary
+from tito_fast.score.summary import MAX_NAMED, MISMATCH_TYPES, RETOKENIZATION_ONLY, STRICT_TYPES, Summary
 
 CONTEXT = 160  # characters of unchanged text kept around a difference
 
@@ -81,9 +81,15 @@ KIND_NOTES: dict[str, tuple[str, str]] = {
 }
 
 
-def verdict(s: Summary, *, ci: bool = False) -> list[str]:
-    """The run's outcome in plain words: how many sessions differ, by kind and
-    role, what usually causes each kind and what to do; the `--ci` outcome."""
+def _sessions_in(s: Summary, category: str) -> int:
+    return int(s.named_sessions.get(category, {}).get("sessions", 0))
+
+
+def verdict(s: Summary, *, ci: bool = False, named: str = "the HTML and Markdown reports (--report, --markdown)") -> list[str]:
+    """The run's outcome in plain words: how many sessions differ (for the
+    reference, and only by retokenization), the differences by kind and role
+    with the sessions that hold them, what usually causes each kind and what
+    to do; the `--ci` outcome; `named`: where the sessions are named."""
     prefix = f"tito_session_mismatch_rate/{s.metric_version}"
     lines: list[str] = []
     if not s.complete:
@@ -92,32 +98,71 @@ def verdict(s: Summary, *, ci: bool = False) -> list[str]:
         lines.append("No session was scored." + (f" {s.bad_records:,} bad record(s)." if s.bad_records else ""))
         return lines
     differ = round(s.metrics.get(prefix, 0.0) * s.sessions)
+    only = _sessions_in(s, RETOKENIZATION_ONLY)
     if differ:
         lines.append(
             f"{differ:,} of {s.sessions:,} sessions ({_pct(differ / s.sessions)}) differ from a fresh render of their messages "
-            "(the reference's mismatch)."
+            f"(the reference's mismatch, counted in {prefix})."
         )
+    elif only:
+        lines.append(f"No session has a reference mismatch ({prefix} is 0), yet {only:,} differ by their ids (below).")
     else:
         lines.append(f"All {s.sessions:,} sessions match a fresh render of their messages (no reference mismatch).")
-    retok = s.by_kind.get("retokenization", 0)
-    if retok and s.mode == "full":
-        lines.append(f"{retok:,} difference(s) are retokenizations: same text, other ids (the reference cannot see these).")
+    if only:
+        lines.append(
+            f"{only:,} {'more ' if differ else ''}session(s) ({_pct(only / s.sessions)}) differ only by retokenization: same text, "
+            "other ids. The reference reports nothing for them and counts them as matching; tito_fast's diagnosis finds them."
+        )
     if s.mode == "fast":
         lines.append("Mode fast: retokenization not checked (--mode full checks it).")
+    if s.by_kind:
+        lines.append(
+            "Differences by kind (a difference is one differing stretch of segments, so a session may hold several; "
+            "sessions: how many hold one):"
+        )
     for kind, n in s.by_kind.items():
         cause, action = KIND_NOTES.get(kind, ("", ""))
-        if n and cause:
-            lines.append(f"- {kind}: {n:,} difference(s). Usually {cause}. What to do: {action}.")
+        unseen = ", none reported by the reference" if kind == "retokenization" else ""
+        line = f"- {kind}: {n:,} difference(s) in {_sessions_in(s, f'kind:{kind}'):,} session(s){unseen}."
+        lines.append(line + (f" Usually {cause}. What to do: {action}." if cause else ""))
     if s.by_role:
-        lines.append("Reported differences by role: " + ", ".join(f"{k} {v:,}" for k, v in s.by_role.items()) + ".")
+        lines.append(
+            "Reported differences by the role of their message: "
+            + ", ".join(f"{k} {v:,} in {_sessions_in(s, f'role:{k}'):,} session(s)" for k, v in s.by_role.items())
+            + "."
+        )
     if s.ci_failures:
         what = "; ".join(s.ci_failures)
         lines.append(f"--ci fails: {what}." if ci else f"With --ci this run would fail: {what}.")
     elif ci:
         lines.append("--ci passes: no strict mismatch type (special_token_count, special_token_type, non_assistant_text).")
+    if s.named_sessions:
+        lines.append(f"The sessions of every count above are named in {named}, the first {MAX_NAMED} of each.")
     if s.bad_records:
         lines.append(f"{s.bad_records:,} bad record(s) were not scored (listed below).")
     return lines
+
+
+def category_note(s: Summary, category: str) -> tuple[str, str]:
+    """(title, what it counts) of a category of `Summary.named_sessions`."""
+    prefix = f"tito_session_mismatch_rate/{s.metric_version}"
+    if category == "mismatch":
+        return "reference mismatch", f"sessions the reference reports a mismatch for (of any type): the share is {prefix}"
+    if category == RETOKENIZATION_ONLY:
+        return "retokenization only", (
+            "sessions whose only differences are retokenizations (same text, other ids): the reference reports nothing "
+            "for them and counts them as matching; \"tito-fast diff DUMP --tokenizer TOK --session ID\" shows their ids"
+        )
+    what, _, name = category.partition(":")
+    if what == "type":
+        strict = " (a strict type: --ci requires it to be 0)" if name in STRICT_TYPES else ""
+        return f"type {name}", f"sessions with a mismatch of type {name}: the share is {prefix}/{name}{strict}"
+    if what == "kind":
+        unseen = "; the reference reports none of them" if name == "retokenization" else ""
+        return f"kind {name}", f"sessions holding a difference of kind {name}{unseen}"
+    if what == "role":
+        return f"role {name}", f"sessions holding a reported difference in a message of role {name}"
+    return category, ""
 
 
 def _visible(text: str) -> str:
@@ -332,6 +377,42 @@ def _metadata_text(metadata: Any, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _named(s: Summary) -> list[tuple[str, str, int, list[dict[str, str]], int]]:
+    """(title, what it counts, sessions, the named ones, how many more) of each category the verdict counts."""
+    out = []
+    for category, entry in s.named_sessions.items():
+        title, meaning = category_note(s, category)
+        named = entry["named"]
+        out.append((title, meaning, entry["sessions"], named, entry["sessions"] - len(named)))
+    return out
+
+
+_NAMED_INTRO = (
+    "Every count of the verdict with its sessions, named by session id and record, with where the first such "
+    f"difference is (message, turn, id position); the first {MAX_NAMED} of each are named, all are counted "
+    "(--json and --out hold every session's result)."
+)
+
+
+def _html_named(s: Summary) -> list[str]:
+    e = html.escape
+    if not s.named_sessions:
+        return []
+    out = [f"<h2>Sessions by category</h2><p class='meta'>{e(_NAMED_INTRO)}</p>"]
+    for title, meaning, n, named, more in _named(s):
+        out.append(f"<h3>{e(title)} <span class='meta'>{n:,} session(s)</span></h3><p>{e(meaning)}.</p><ul>")
+        for x in named:
+            out.append(
+                f"<li><b>{e(x['session_id'])}</b> <span class='meta'>{e(x['source'])}"
+                + (f" · {e(x['where'])}" if x["where"] else "")
+                + "</span></li>"
+            )
+        if more:
+            out.append(f"<li class='meta'>… and {more:,} more</li>")
+        out.append("</ul>")
+    return out
+
+
 def html_report(
     s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", source: str = "", ci: bool = False
 ) -> str:
@@ -348,13 +429,15 @@ def html_report(
     if ci and s.ci_failures:
         out.append(f"<div class='banner'>--ci fails: {e('; '.join(s.ci_failures))}</div>")
     out.append("<h2>Verdict</h2><div class='verdict'>")
-    out.extend(f"<p>{e(line)}</p>" for line in verdict(s, ci=ci) if not line.startswith("INCOMPLETE"))
+    lines = verdict(s, ci=ci, named="Sessions by category below")
+    out.extend(f"<p>{e(line)}</p>" for line in lines if not line.startswith("INCOMPLETE"))
     out.append("</div><h2>Summary</h2><table>")
     for k, v in summary_rows(s):
         out.append(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>")
     out.append("</table><h2>Plots</h2><div class='plots'>")
     out.extend(plots(s))
     out.append("</div>")
+    out.extend(_html_named(s))
     out.append(f"<h2>Worst sessions ({len(worst)})</h2>")
     if not worst:
         out.append("<p>No session has a reported mismatch.</p>")
@@ -379,6 +462,8 @@ def html_report(
         for b in s.errors:
             out.append(f"<tr><td>{e(str(b['source']))}</td><td>{e(str(b['session_id']))}</td><td>{e(b['reason'])}</td></tr>")
         out.append("</table>")
+        if s.bad_records > len(s.errors):
+            out.append(f"<p class='meta'>… and {s.bad_records - len(s.errors):,} more bad record(s), counted but not listed</p>")
     out.append(
         "<p class='meta'>Left: the fresh chat-template render of the record's messages. Right: the session's ids. "
         "Highlighted: what differs (∅: nothing on this side); in it · is a space, → a tab, ↵ a newline. "
@@ -462,17 +547,27 @@ def _md_lines(lines: list[str]) -> list[str]:
 def markdown_report(
     s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False
 ) -> str:
-    """The verdict, summary, breakdowns and the worst sessions as Markdown that reads as plain text too: record texts,
+    """The verdict, summary, breakdowns, the sessions of each count and the
+    worst sessions as Markdown that reads as plain text too: record texts,
     special tokens, ids and names in code spans, no HTML entities."""
     lines = [f"# {_md_text(title)}", ""]
     if not s.complete:
         lines += ["**INCOMPLETE**: the run stopped early; the figures cover only what came before.", ""]
-    said = [x for x in verdict(s, ci=ci) if not x.startswith("INCOMPLETE")]
+    said = [x for x in verdict(s, ci=ci, named="Sessions by category below") if not x.startswith("INCOMPLETE")]
     lines += ["## Verdict", "", *_md_lines(said), ""]
     lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {_md_text(k, cell=True)} | {_md_text(v, cell=True)} |" for k, v in summary_rows(s)]
     lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]
     lines += [f"| {t['turn']} | {t['sessions']} | {t['with_mismatch']} | {_pct(t['rate'])} |" for t in s.by_turn if t["with_mismatch"]]
+    if s.named_sessions:
+        lines += ["", "## Sessions by category", "", _md_text(_NAMED_INTRO)]
+        for heading, meaning, n, named, more in _named(s):
+            lines += ["", f"### {_md_text(heading)} ({n:,} session(s))", "", _md_text(meaning) + ".", ""]
+            for x in named:
+                where = f": {_md_text(x['where'])}" if x["where"] else ""
+                lines.append(f"- {md_code(x['session_id'])} ({md_code(x['source'])}){where}")
+            if more:
+                lines.append(f"- … and {more:,} more")
     lines += ["", "## Worst sessions", ""]
     for r in worst:
         lines.append(f"### {md_code(r.session_id)} ({md_code(r.source)}, first divergence at id {r.first_divergence})")
