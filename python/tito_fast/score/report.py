@@ -14,7 +14,10 @@ import difflib
 import html
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from tito_fast._core import trim_trailing
 from tito_fast.compare.alignment import MismatchType
@@ -620,34 +623,40 @@ def _wrap_runs(runs: list[tuple[str, bool]], col: int, code: str, use_colour: bo
 
 
 def terminal_diff(
-    pairs: list[tuple[str, str, str]],
+    pairs: Sequence[tuple[str, str, str] | tuple[str, str, str, bool]],
     *,
     colour: bool,
     width: int = 100,
     context: int = 1,
     labels: tuple[str, str] = ("fresh render", "session ids"),
+    say_equal: bool = True,
 ) -> str:
-    """Side-by-side segment pairs `(label, expected_text, actual_text)`: equal pairs
-    are folded (keeping `context` around each difference), differences coloured
-    (red: expected only, green: actual only; bracketed without colour)."""
+    """Side-by-side segment pairs `(label, expected_text, actual_text[, differs])`:
+    equal pairs are folded (keeping `context` around each difference),
+    differences coloured (red: expected only, green: actual only; bracketed
+    without colour). A pair differs where its texts do, or where `differs`
+    says so (the same text in other ids). With `say_equal`, "no difference"
+    ends the text when no pair differs."""
     col = max(20, (width - 3) // 2)
-    diff_at = [i for i, (_, a, b) in enumerate(pairs) if a != b]
+    flags = [bool(p[3]) if len(p) > 3 else p[1] != p[2] for p in pairs]
+    diff_at = [i for i, f in enumerate(flags) if f]
     keep = {j for i in diff_at for j in range(i - context, i + context + 1)}
     lines = [f"{labels[0][:col]:<{col}} │ {labels[1]}", "─" * col + "─┼─" + "─" * col]
     folded = 0
-    for i, (label, a, b) in enumerate(pairs):
+    for i, pair in enumerate(pairs):
+        label, a, b = str(pair[0]), str(pair[1]), str(pair[2])
         if i not in keep:
             folded += 1
             continue
         if folded:
             lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
             folded = 0
-        differs = a != b
-        head = f"{label}" + ("  ≠" if differs else "")
+        differs = flags[i]
+        head = f"{label}" + ("  ≠" if differs else "") + ("  same text, other ids" if differs and a == b else "")
         lines.append((BOLD if colour and differs else "") + head + (RESET if colour and differs else ""))
         if not differs:
             left, right = [(a, False)], [(b, False)]
-        elif "(special)" in label:  # one token for another: mark it whole
+        elif "(special)" in label and a != b:  # one token for another: mark it whole
             left, right = [(a, True)], [(b, True)]
         else:
             left, right = _diff_spans(a, b)
@@ -656,16 +665,18 @@ def terminal_diff(
             lines.append(f"{la[k] if k < len(la) else ' ' * col} │ {ra[k] if k < len(ra) else ''}".rstrip())
     if folded:
         lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
-    if not diff_at:
+    if not diff_at and say_equal:
         lines.append("no difference")
     return "\n".join(lines) + "\n"
 
 
-def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str]]:
-    """Segment-aligned `(label, expected_text, actual_text)` of two id sequences:
-    pair by pair when the structures match, else aligned by a segment diff
-    (a missing segment shows as empty text on its side). The comparator's
-    trailing trims apply first, as in the comparison."""
+def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str, bool]]:
+    """Segment-aligned `(label, expected_text, actual_text, differs)` of two id
+    sequences: pair by pair when the structures match, else aligned by a
+    segment diff (a missing segment shows as empty text on its side);
+    `differs` is True where the ids differ, even when their texts are the same
+    (a retokenization). The comparator's trailing trims apply first, as in
+    the comparison."""
     trim = cmp.trim_ids()
     e_segs = cmp.segment_by_special_tokens(trim_trailing(expected, trim) if trim else expected)
     a_segs = cmp.segment_by_special_tokens(trim_trailing(actual, trim) if trim else actual)
@@ -676,19 +687,147 @@ def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, 
     def key(seg: Any) -> Any:
         return ("s", seg.token_ids[0]) if seg.is_special else ("c", tuple(seg.token_ids))
 
-    pairs: list[tuple[str, str, str]] = []
-    for op, i1, i2, j1, j2 in sequence_opcodes([key(x) for x in e_segs], [key(x) for x in a_segs]):
+    e_keys, a_keys = [key(x) for x in e_segs], [key(x) for x in a_segs]
+    pairs: list[tuple[str, str, str, bool]] = []
+    for op, i1, i2, j1, j2 in sequence_opcodes(e_keys, a_keys):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             for k in range(i2 - i1):
                 e, a = e_segs[i1 + k], a_segs[j1 + k]
                 kind = "special" if e.is_special else "content"
-                pairs.append((f"segment {i1 + k} ({kind})" + (f" / actual {j1 + k}" if i1 != j1 else ""), text(e), text(a)))
+                label = f"segment {i1 + k} ({kind})" + (f" / actual {j1 + k}" if i1 != j1 else "")
+                pairs.append((label, text(e), text(a), e_keys[i1 + k] != a_keys[j1 + k]))
             continue
         for k in range(i1, i2):
-            pairs.append((f"segment {k} (expected only)", text(e_segs[k]), ""))
+            pairs.append((f"segment {k} (expected only)", text(e_segs[k]), "", True))
         for k in range(j1, j2):
-            pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k])))
+            pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k]), True))
     return pairs
+
+
+#: `tito-fast diff`: equal ids shown on each side of a differing stretch of ids,
+#: differing ids shown of a long stretch (the first and last half), stretches shown of one difference.
+ID_CONTEXT, MAX_STRETCH_IDS, MAX_STRETCHES = 3, 16, 8
+
+
+def _quote(raw: bytes) -> str:
+    r"""Bytes as a double-quoted string: UTF-8 text, escapes for line breaks,
+    tabs, quotes, other control or space characters and bytes that are not
+    UTF-8 on their own (part of a character split between ids).
+
+    Example:
+        >>> _quote("naïve\n".encode()), _quote(b"\xc3")
+        ('"naïve\\n"', '"\\xc3"')
+    """
+    out = []
+    for c in raw.decode("utf-8", "surrogateescape"):
+        o = ord(c)
+        if 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif c in '"\\':
+            out.append("\\" + c)
+        elif c in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c])
+        elif o < 0x20 or o == 0x7F or (c.isspace() and c != " "):
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _id_bytes(cmp: Any, token_id: int) -> bytes:
+    """What one id decodes to, as bytes (from the byte table when exact)."""
+    vocab = cmp.vocab
+    if vocab is not None and vocab.byte_exact and 0 <= token_id < vocab.size:
+        return bytes(vocab.id_bytes(token_id))
+    try:
+        return str(cmp.decode([token_id])).encode("utf-8", "surrogatepass")
+    except Exception:  # an id the tokenizer does not know (the diagnosis warns about it)
+        return b"?"
+
+
+def _ids_text(cmp: Any, ids: list[int]) -> str:
+    """Ids as `id "text"` pairs, a long list cut in its middle."""
+    def one(i: int) -> str:
+        return f"{i} {_quote(_id_bytes(cmp, i))}"
+
+    if len(ids) > MAX_STRETCH_IDS:
+        half = MAX_STRETCH_IDS // 2
+        return " ".join(map(one, ids[:half])) + f" … {len(ids) - 2 * half} ids … " + " ".join(map(one, ids[-half:]))
+    return " ".join(map(one, ids))
+
+
+def _decoded(cmp: Any, ids: list[int], *, clip: bool = True) -> str:
+    """The text of `ids` (a long one cut in its middle, unless not `clip`)."""
+    try:
+        text = str(cmp.decode(ids)) if ids else ""
+    except Exception:  # ids outside the vocabulary
+        return "?"
+    return text if not clip or len(text) <= 2 * CONTEXT else text[:CONTEXT] + " … " + text[-CONTEXT:]
+
+
+def _stretches(e: list[int], a: list[int]) -> list[tuple[int, int, int, int]]:
+    """Where two id lists differ, as `(i1, i2, j1, j2)`; stretches less than
+    `2 * ID_CONTEXT + 1` equal ids apart are one."""
+    out: list[tuple[int, int, int, int]] = []
+    for op, i1, i2, j1, j2 in sequence_opcodes(e, a):
+        if op == "equal":
+            continue
+        if out and i1 - out[-1][1] <= 2 * ID_CONTEXT:
+            out[-1] = (out[-1][0], i2, out[-1][2], j2)
+        else:
+            out.append((i1, i2, j1, j2))
+    return out
+
+
+def _stretch_lines(
+    cmp: Any, sides: tuple[Any, Any], spans: tuple[tuple[int, int], tuple[int, int]], stretch: tuple[int, int, int, int],
+    labels: tuple[str, str], colour: bool,
+) -> list[str]:  # fmt: skip
+    """One differing stretch of ids: where, then each side's ids and decoded
+    text with `ID_CONTEXT` ids around (the differing part bracketed, or coloured)."""
+    i1, i2, j1, j2 = stretch
+    bounds = [(spans[0][0] + i1, spans[0][0] + i2), (spans[1][0] + j1, spans[1][0] + j2)]
+    n = [hi - lo for lo, hi in bounds]
+    same = _decoded(cmp, _as_list(sides[0], *bounds[0]), clip=False) == _decoded(cmp, _as_list(sides[1], *bounds[1]), clip=False)
+    out = [
+        f"  at id {bounds[0][0]} of {labels[0]} ({n[0]} id{'s' * (n[0] != 1)}) and id {bounds[1][0]} of {labels[1]} "
+        f"({n[1]} id{'s' * (n[1] != 1)})" + (": same text, other ids" if same else "")
+    ]
+    width = max(len(x) for x in labels)
+
+    def quoted(part: list[int]) -> str:
+        return _quote(_decoded(cmp, part).encode()) if part else ""
+
+    for ids, (lo, hi), label, code in zip(sides, bounds, labels, (RED, GREEN)):
+        before = _as_list(ids, max(0, lo - ID_CONTEXT), lo)
+        middle = _as_list(ids, lo, hi)
+        after = _as_list(ids, hi, min(len(ids), hi + ID_CONTEXT))
+        open_, close = (code, RESET) if colour else ("[", "]")
+        head = "… " if lo - len(before) > 0 else ""
+        tail = " …" if hi + len(after) < len(ids) else ""
+        shown = " ".join(x for x in (_ids_text(cmp, before), open_ + _ids_text(cmp, middle) + close, _ids_text(cmp, after)) if x)
+        text = " ".join(x for x in (quoted(before), open_ + (quoted(middle) or "∅") + close, quoted(after)) if x)
+        out.append(f"    {label:<{width}}  ids   {head}{shown}{tail}")
+        out.append(f"    {'':<{width}}  text  {head}{text}{tail}")
+    return out
+
+
+def _as_list(ids: Any, lo: int, hi: int) -> list[int]:
+    return [int(x) for x in ids[lo:hi]]
+
+
+def ids_differ(cmp: Any, expected: Any, actual: Any) -> bool:
+    """Whether two id sequences differ once the comparator's trailing trims apply (as in the comparison)."""
+    trim = cmp.trim_ids()
+    e, a = (trim_trailing(x, trim) if trim else x for x in (expected, actual))
+    return len(e) != len(a) or bool(np.any(np.asarray(e, dtype=np.int64) != np.asarray(a, dtype=np.int64)))
+
+
+def any_difference(cmp: Any, expected: Any, actual: Any, diagnosis: Any) -> bool:
+    """Whether `tito-fast diff` has a difference to show (and exits 1): a
+    diagnosed one (retokenizations included), a reference mismatch, or ids
+    that differ after the trailing trims."""
+    return bool(diagnosis.items or diagnosis.reference) or ids_differ(cmp, expected, actual)
 
 
 def diff_text(
@@ -701,10 +840,14 @@ def diff_text(
     colour: bool = False,
     width: int = 120,
     context: int = 1,
+    diagnosis: Any = None,
 ) -> str:
     """`tito-fast diff`'s output: a title, what the comparison trimmed, the two
-    sides by segment, then each difference with its kind, role and message,
-    and the reference's mismatch list."""
+    sides by segment, then each difference (retokenizations included) with its
+    kind, role and message and the differing ids of each side with their
+    decoded text around them, the reference's mismatch list, and a last line
+    that counts the differences ("no difference" only when the ids are equal
+    after the trims). `diagnosis`: `cmp.diagnose(expected, actual)`, when made."""
     out = [title]
     trim = cmp.trim_ids()
     if trim:
@@ -714,17 +857,46 @@ def diff_text(
                 f"trailing ids trimmed before comparing (as the reference does): {cut[0]} from {labels[0]}, "
                 f"{cut[1]} from {labels[1]}"
             )
-    text = terminal_diff(segment_pairs(cmp, expected, actual), colour=colour, width=width, context=context, labels=labels)
+    text = terminal_diff(
+        segment_pairs(cmp, expected, actual), colour=colour, width=width, context=context, labels=labels, say_equal=False
+    )
     out.append(text.rstrip("\n"))
-    diagnosis = cmp.diagnose(expected, actual)
+    if diagnosis is None:
+        diagnosis = cmp.diagnose(expected, actual)
+    sides = (expected, actual)
     for it in diagnosis.items:
         where = f"message {it.message_index}" if it.message_index is not None else "outside the messages"
         out.append(
             f"difference at segment {it.segment_index}: {it.type or 'not reported (same text, other ids)'}, kind {it.kind}, "
             f"role {it.role}, {where}" + (f" ({it.detail})" if it.detail else "")
         )
+        spans = (tuple(it.expected_span), tuple(it.actual_span))
+        (es, ee), (as_, ae) = spans
+        found = _stretches(_as_list(expected, es, ee), _as_list(actual, as_, ae)) or [(0, ee - es, 0, ae - as_)]
+        for stretch in found[:MAX_STRETCHES]:
+            out += _stretch_lines(cmp, sides, spans, stretch, labels, colour)
+        if len(found) > MAX_STRETCHES:
+            out.append(f"  … and {len(found) - MAX_STRETCHES} more differing stretch(es) of ids in this difference")
+    differs = any_difference(cmp, expected, actual, diagnosis)
+    if differs and not diagnosis.items:  # ids differ where the diagnosis names nothing: show them all the same
+        e, a = ([int(v) for v in (trim_trailing(x, trim) if trim else x)] for x in sides)
+        out.append("difference the diagnosis does not locate: the ids differ")
+        spans = ((0, len(e)), (0, len(a)))
+        found = _stretches(e, a)
+        for stretch in found[:MAX_STRETCHES]:
+            out += _stretch_lines(cmp, (e, a), spans, stretch, labels, colour)
     for w in diagnosis.warnings:
         out.append(f"warning: {w}")
     for m in diagnosis.reference:
         out.append(f"reference: {m.type.value} at segment {m.segment_index}")
+    if not differs:
+        out.append("no difference")
+    else:
+        n = len(diagnosis.items) or 1
+        unseen = sum(1 for it in diagnosis.items if it.type is None)
+        out.append(
+            f"{n} difference(s): {n - unseen} reported by the reference, {unseen} not (same text, other ids)"
+            if diagnosis.items
+            else "the ids differ"
+        )
     return "\n".join(out) + "\n"
