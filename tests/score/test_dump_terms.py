@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.score.test_report import outside_code_spans
 from tito_fast.score.dump import Record
 from tito_fast.score.report import markdown_report
 from tito_fast.score.scorer import Scorer
@@ -107,5 +108,8 @@ def test_markdown_escapes_what_records_hold() -> None:
     result.metadata = {"note": "<img src=x onerror=alert(1)>"}
     s = summarize([result], [], family="qwen3", mode="full", fast_path="off")
     md = markdown_report(s, [result])
-    assert "<script>" not in md and "&lt;script&gt;" in md and "<img" not in md and "<b>" not in md
+    # Record text sits in code spans (which Markdown shows as text), not as HTML entities.
+    assert "`<script>alert(1)</script>`" in md and "<img src=x onerror=alert(1)>" in md
+    prose = outside_code_spans(md)
+    assert "<" not in prose.replace("\\<", "") and "&lt;" not in md and "&amp;" not in md
     json.dumps(result.to_dict())

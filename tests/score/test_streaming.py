@@ -114,7 +114,7 @@ def test_reports_show_metadata_and_visible_whitespace(tmp_path: Path) -> None:
     page, md = tmp_path / "r.html", tmp_path / "r.md"
     assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3", "--report", str(page), "--markdown", str(md), "--worst", "40", "--quiet") == 0
     html, text = page.read_text(), md.read_text()
-    assert "metadata: {&quot;expect&quot;" in html and "metadata: {" in text
+    assert "metadata: {&quot;expect&quot;" in html and "metadata: `{\"expect\"" in text  # Markdown: in a code span, not escaped
     # trimmed whitespace (a planted fault) shows as marks in the differing text
     assert '<span class="del">·' in html or '<span class="ins">·' in html or "↵" in html
     assert "**[" in text

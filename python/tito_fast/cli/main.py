@@ -15,7 +15,7 @@ included):
 | code | meaning |
 |---|---|
 | 0 | done; nothing to report (or differences not asked to fail on) |
-| 1 | findings: `score --ci` strict mismatches, `diff` differences, `verify-template` failures, `demo` misses |
+| 1 | findings: `score --ci` strict mismatches, `diff` differences (any differing id, retokenizations included), `verify-template` failures, `demo` misses |
 | 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump, a missing optional package |
 | 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
 | 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
@@ -147,7 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         "diff",
         help="two id sequences, or a dump session against its render, side by side by segment",
         description="With one file: a dump session (--session, default the first) against a fresh render of its "
-        "messages. With two: two JSON files holding id lists (expected, actual).",
+        "messages. With two: two JSON files holding id lists (expected, actual). Every difference is shown with "
+        "the differing ids of each side and their text, retokenizations (same text, other ids) included; exits 1 "
+        "on any difference, 0 when the ids are equal (after the trailing ids the reference trims).",
         parents=[common],
     )
     diff.add_argument("inputs", nargs="+", metavar="FILE", help="DUMP, or EXPECTED.json ACTUAL.json")
@@ -542,8 +544,16 @@ def _diff(ns: argparse.Namespace) -> int:
         title = f"session {record.session_id} ({record.source})"
     colour = ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     width = ns.width or shutil.get_terminal_size((120, 24)).columns
-    sys.stdout.write(report.diff_text(scorer.cmp, expected, actual, title=title, labels=labels, colour=colour, width=width, context=ns.context))
-    return EXIT_CODES["findings"] if scorer.cmp.compare_sequences(expected, actual) else EXIT_CODES["ok"]
+    diagnosis = scorer.cmp.diagnose(expected, actual)
+    sys.stdout.write(
+        report.diff_text(
+            scorer.cmp, expected, actual, title=title, labels=labels, colour=colour, width=width, context=ns.context,
+            diagnosis=diagnosis,
+        )  # fmt: skip
+    )
+    # Any difference is a finding, retokenizations included (the reference reports none of them).
+    differs = report.any_difference(scorer.cmp, expected, actual, diagnosis)
+    return EXIT_CODES["findings"] if differs else EXIT_CODES["ok"]
 
 
 def _verify_template(ns: argparse.Namespace) -> int:

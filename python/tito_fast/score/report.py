@@ -13,13 +13,17 @@ from __future__ import annotations
 import difflib
 import html
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from tito_fast._core import trim_trailing
 from tito_fast.compare.alignment import MismatchType
 from tito_fast.compare.diagnosis import sequence_opcodes
 from tito_fast.score.scorer import SessionResult
-from tito_fast.score.summary import MISMATCH_TYPES, Summary
+from tito_fast.score.summary import MAX_NAMED, MISMATCH_TYPES, RETOKENIZATION_ONLY, STRICT_TYPES, Summary
 
 CONTEXT = 160  # characters of unchanged text kept around a difference
 
@@ -80,9 +84,15 @@ KIND_NOTES: dict[str, tuple[str, str]] = {
 }
 
 
-def verdict(s: Summary, *, ci: bool = False) -> list[str]:
-    """The run's outcome in plain words: how many sessions differ, by kind and
-    role, what usually causes each kind and what to do; the `--ci` outcome."""
+def _sessions_in(s: Summary, category: str) -> int:
+    return int(s.named_sessions.get(category, {}).get("sessions", 0))
+
+
+def verdict(s: Summary, *, ci: bool = False, named: str = "the HTML and Markdown reports (--report, --markdown)") -> list[str]:
+    """The run's outcome in plain words: how many sessions differ (for the
+    reference, and only by retokenization), the differences by kind and role
+    with the sessions that hold them, what usually causes each kind and what
+    to do; the `--ci` outcome; `named`: where the sessions are named."""
     prefix = f"tito_session_mismatch_rate/{s.metric_version}"
     lines: list[str] = []
     if not s.complete:
@@ -91,32 +101,71 @@ def verdict(s: Summary, *, ci: bool = False) -> list[str]:
         lines.append("No session was scored." + (f" {s.bad_records:,} bad record(s)." if s.bad_records else ""))
         return lines
     differ = round(s.metrics.get(prefix, 0.0) * s.sessions)
+    only = _sessions_in(s, RETOKENIZATION_ONLY)
     if differ:
         lines.append(
             f"{differ:,} of {s.sessions:,} sessions ({_pct(differ / s.sessions)}) differ from a fresh render of their messages "
-            "(the reference's mismatch)."
+            f"(the reference's mismatch, counted in {prefix})."
         )
+    elif only:
+        lines.append(f"No session has a reference mismatch ({prefix} is 0), yet {only:,} differ by their ids (below).")
     else:
         lines.append(f"All {s.sessions:,} sessions match a fresh render of their messages (no reference mismatch).")
-    retok = s.by_kind.get("retokenization", 0)
-    if retok and s.mode == "full":
-        lines.append(f"{retok:,} difference(s) are retokenizations: same text, other ids (the reference cannot see these).")
+    if only:
+        lines.append(
+            f"{only:,} {'more ' if differ else ''}session(s) ({_pct(only / s.sessions)}) differ only by retokenization: same text, "
+            "other ids. The reference reports nothing for them and counts them as matching; tito_fast's diagnosis finds them."
+        )
     if s.mode == "fast":
         lines.append("Mode fast: retokenization not checked (--mode full checks it).")
+    if s.by_kind:
+        lines.append(
+            "Differences by kind (a difference is one differing stretch of segments, so a session may hold several; "
+            "sessions: how many hold one):"
+        )
     for kind, n in s.by_kind.items():
         cause, action = KIND_NOTES.get(kind, ("", ""))
-        if n and cause:
-            lines.append(f"- {kind}: {n:,} difference(s). Usually {cause}. What to do: {action}.")
+        unseen = ", none reported by the reference" if kind == "retokenization" else ""
+        line = f"- {kind}: {n:,} difference(s) in {_sessions_in(s, f'kind:{kind}'):,} session(s){unseen}."
+        lines.append(line + (f" Usually {cause}. What to do: {action}." if cause else ""))
     if s.by_role:
-        lines.append("Reported differences by role: " + ", ".join(f"{k} {v:,}" for k, v in s.by_role.items()) + ".")
+        lines.append(
+            "Reported differences by the role of their message: "
+            + ", ".join(f"{k} {v:,} in {_sessions_in(s, f'role:{k}'):,} session(s)" for k, v in s.by_role.items())
+            + "."
+        )
     if s.ci_failures:
         what = "; ".join(s.ci_failures)
         lines.append(f"--ci fails: {what}." if ci else f"With --ci this run would fail: {what}.")
     elif ci:
         lines.append("--ci passes: no strict mismatch type (special_token_count, special_token_type, non_assistant_text).")
+    if s.named_sessions:
+        lines.append(f"The sessions of every count above are named in {named}, the first {MAX_NAMED} of each.")
     if s.bad_records:
         lines.append(f"{s.bad_records:,} bad record(s) were not scored (listed below).")
     return lines
+
+
+def category_note(s: Summary, category: str) -> tuple[str, str]:
+    """(title, what it counts) of a category of `Summary.named_sessions`."""
+    prefix = f"tito_session_mismatch_rate/{s.metric_version}"
+    if category == "mismatch":
+        return "reference mismatch", f"sessions the reference reports a mismatch for (of any type): the share is {prefix}"
+    if category == RETOKENIZATION_ONLY:
+        return "retokenization only", (
+            "sessions whose only differences are retokenizations (same text, other ids): the reference reports nothing "
+            "for them and counts them as matching; \"tito-fast diff DUMP --tokenizer TOK --session ID\" shows their ids"
+        )
+    what, _, name = category.partition(":")
+    if what == "type":
+        strict = " (a strict type: --ci requires it to be 0)" if name in STRICT_TYPES else ""
+        return f"type {name}", f"sessions with a mismatch of type {name}: the share is {prefix}/{name}{strict}"
+    if what == "kind":
+        unseen = "; the reference reports none of them" if name == "retokenization" else ""
+        return f"kind {name}", f"sessions holding a difference of kind {name}{unseen}"
+    if what == "role":
+        return f"role {name}", f"sessions holding a reported difference in a message of role {name}"
+    return category, ""
 
 
 def _visible(text: str) -> str:
@@ -331,6 +380,42 @@ def _metadata_text(metadata: Any, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _named(s: Summary) -> list[tuple[str, str, int, list[dict[str, str]], int]]:
+    """(title, what it counts, sessions, the named ones, how many more) of each category the verdict counts."""
+    out = []
+    for category, entry in s.named_sessions.items():
+        title, meaning = category_note(s, category)
+        named = entry["named"]
+        out.append((title, meaning, entry["sessions"], named, entry["sessions"] - len(named)))
+    return out
+
+
+_NAMED_INTRO = (
+    "Every count of the verdict with its sessions, named by session id and record, with where the first such "
+    f"difference is (message, turn, id position); the first {MAX_NAMED} of each are named, all are counted "
+    "(--json and --out hold every session's result)."
+)
+
+
+def _html_named(s: Summary) -> list[str]:
+    e = html.escape
+    if not s.named_sessions:
+        return []
+    out = [f"<h2>Sessions by category</h2><p class='meta'>{e(_NAMED_INTRO)}</p>"]
+    for title, meaning, n, named, more in _named(s):
+        out.append(f"<h3>{e(title)} <span class='meta'>{n:,} session(s)</span></h3><p>{e(meaning)}.</p><ul>")
+        for x in named:
+            out.append(
+                f"<li><b>{e(x['session_id'])}</b> <span class='meta'>{e(x['source'])}"
+                + (f" · {e(x['where'])}" if x["where"] else "")
+                + "</span></li>"
+            )
+        if more:
+            out.append(f"<li class='meta'>… and {more:,} more</li>")
+        out.append("</ul>")
+    return out
+
+
 def html_report(
     s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", source: str = "", ci: bool = False
 ) -> str:
@@ -347,13 +432,15 @@ def html_report(
     if ci and s.ci_failures:
         out.append(f"<div class='banner'>--ci fails: {e('; '.join(s.ci_failures))}</div>")
     out.append("<h2>Verdict</h2><div class='verdict'>")
-    out.extend(f"<p>{e(line)}</p>" for line in verdict(s, ci=ci) if not line.startswith("INCOMPLETE"))
+    lines = verdict(s, ci=ci, named="Sessions by category below")
+    out.extend(f"<p>{e(line)}</p>" for line in lines if not line.startswith("INCOMPLETE"))
     out.append("</div><h2>Summary</h2><table>")
     for k, v in summary_rows(s):
         out.append(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>")
     out.append("</table><h2>Plots</h2><div class='plots'>")
     out.extend(plots(s))
     out.append("</div>")
+    out.extend(_html_named(s))
     out.append(f"<h2>Worst sessions ({len(worst)})</h2>")
     if not worst:
         out.append("<p>No session has a reported mismatch.</p>")
@@ -378,6 +465,8 @@ def html_report(
         for b in s.errors:
             out.append(f"<tr><td>{e(str(b['source']))}</td><td>{e(str(b['session_id']))}</td><td>{e(b['reason'])}</td></tr>")
         out.append("</table>")
+        if s.bad_records > len(s.errors):
+            out.append(f"<p class='meta'>… and {s.bad_records - len(s.errors):,} more bad record(s), counted but not listed</p>")
     out.append(
         "<p class='meta'>Left: the fresh chat-template render of the record's messages. Right: the session's ids. "
         "Highlighted: what differs (∅: nothing on this side); in it · is a space, → a tab, ↵ a newline. "
@@ -387,47 +476,120 @@ def html_report(
     return "\n".join(out)
 
 
-def _md(text: str) -> str:
-    """Text safe inside Markdown (and the HTML a Markdown viewer makes of it)."""
-    text = html.escape(text, quote=False).replace("|", "\\|").replace("`", "\\`")
-    return text.replace("\n", " ")
+_MD_ESCAPE = re.compile(r"[\\`*\[\]<&~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
+def _md_text(text: str, *, cell: bool = False) -> str:
+    """Text as Markdown prose: backslashes before what Markdown would read
+    (emphasis, code, links, HTML, entities; `_` only where it could start or
+    end emphasis), pipes too in a table cell, line breaks as spaces. No HTML
+    entities, so the raw text stays readable.
+
+    Example:
+        >>> _md_text("a_b *c* <d> | e", cell=True)
+        'a_b \\\\*c\\\\* \\\\<d> \\\\| e'
+    """
+    text = _MD_ESCAPE.sub(lambda m: "\\" + m.group(0), text.replace("\r", " ").replace("\n", " "))
+    return text.replace("|", "\\|") if cell else text
+
+
+def md_code(text: str, *, cell: bool = False) -> str:
+    """`text` as a Markdown code span: fenced with one backtick more than its
+    longest run of them, padded with a space where the text starts or ends with
+    a backtick or starts and ends with a space (the parser strips one there),
+    pipes escaped in a table cell (GitHub reads `\\|` there as a pipe, even in
+    code), line breaks as spaces; ∅ for no text.
+
+    Example:
+        >>> md_code("<|im_end|>")
+        '`<|im_end|>`'
+        >>> md_code("a ``b`` c")
+        '```a ``b`` c```'
+    """
+    text = text.replace("\r", " ").replace("\n", " ")
+    if not text:
+        return "∅"
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    both_spaces = text[0] == text[-1] == " " and text.strip(" ")
+    pad = " " if "`" in (text[0], text[-1]) or both_spaces else ""
+    if cell:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_runs(runs: list[tuple[str, bool]]) -> str:
-    """Runs as Markdown: differing text in bold brackets with whitespace visible."""
-    parts = []
+    """Runs as Markdown: text in code spans, differing text in bold brackets
+    (whitespace visible, ∅ for nothing), so both read the same raw or rendered."""
+    merged: list[tuple[str, bool]] = []
     for t, d in runs:
+        if merged and merged[-1][1] == d:
+            merged[-1] = (merged[-1][0] + t, d)
+        elif t or d:
+            merged.append((t, d))
+    parts = []
+    for t, d in merged:
         if d:
-            parts.append("**[" + (_md(visible_whitespace(t).replace("\n", "")) or "∅") + "]**")
+            parts.append("**[" + md_code(visible_whitespace(t).replace("\n", "")) + "]**")
         elif t:
-            parts.append(_md(_visible(t).replace("\n", "")))
+            parts.append(md_code(_visible(t).replace("\n", "")))
     return "".join(parts)
 
 
-def markdown_report(s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False) -> str:
-    """The verdict, summary, breakdowns and worst sessions as Markdown (text from records is escaped)."""
-    lines = [f"# {_md(title)}", ""]
+def _md_lines(lines: list[str]) -> list[str]:
+    """Verdict lines as Markdown paragraphs, "- " lines as one list."""
+    out: list[str] = []
+    for line in lines:
+        item = line.startswith("- ")
+        if out and not (item and out[-1].startswith("- ")):
+            out.append("")
+        out.append("- " + _md_text(line[2:]) if item else _md_text(line))
+    return out
+
+
+def markdown_report(
+    s: Summary, worst: list[SessionResult], *, title: str = "tito-fast score", ci: bool = False
+) -> str:
+    """The verdict, summary, breakdowns, the sessions of each count and the
+    worst sessions as Markdown that reads as plain text too: record texts,
+    special tokens, ids and names in code spans, no HTML entities."""
+    lines = [f"# {_md_text(title)}", ""]
     if not s.complete:
         lines += ["**INCOMPLETE**: the run stopped early; the figures cover only what came before.", ""]
-    lines += ["## Verdict", ""] + [_md(x) for x in verdict(s, ci=ci) if not x.startswith("INCOMPLETE")] + [""]
+    said = [x for x in verdict(s, ci=ci, named="Sessions by category below") if not x.startswith("INCOMPLETE")]
+    lines += ["## Verdict", "", *_md_lines(said), ""]
     lines += ["| metric | value |", "|---|---|"]
-    lines += [f"| {_md(k)} | {_md(v)} |" for k, v in summary_rows(s)]
+    lines += [f"| {_md_text(k, cell=True)} | {_md_text(v, cell=True)} |" for k, v in summary_rows(s)]
     lines += ["", "## Mismatch rate by turn", "", "| turn | sessions | with mismatch | rate |", "|---|---|---|---|"]
     lines += [f"| {t['turn']} | {t['sessions']} | {t['with_mismatch']} | {_pct(t['rate'])} |" for t in s.by_turn if t["with_mismatch"]]
+    if s.named_sessions:
+        lines += ["", "## Sessions by category", "", _md_text(_NAMED_INTRO)]
+        for heading, meaning, n, named, more in _named(s):
+            lines += ["", f"### {_md_text(heading)} ({n:,} session(s))", "", _md_text(meaning) + ".", ""]
+            for x in named:
+                where = f": {_md_text(x['where'])}" if x["where"] else ""
+                lines.append(f"- {md_code(x['session_id'])} ({md_code(x['source'])}){where}")
+            if more:
+                lines.append(f"- … and {more:,} more")
     lines += ["", "## Worst sessions", ""]
     for r in worst:
-        lines.append(f"### {_md(r.session_id)} ({_md(r.source)}, first divergence at id {r.first_divergence})")
+        lines.append(f"### {md_code(r.session_id)} ({md_code(r.source)}, first divergence at id {r.first_divergence})")
         if r.metadata is not None:
-            lines.append(f"metadata: {_md(_metadata_text(r.metadata))}")
+            lines += ["", f"metadata: {md_code(_metadata_text(r.metadata))}"]
         lines.append("")
         for it in r.items[:8]:
             left, right = _item_runs(it)
-            lines.append(f"- {_md(_item_label(it))}")
+            lines.append(f"- {_md_text(_item_label(it))}")
             lines.append(f"  - fresh render: {_md_runs(left)}")
             lines.append(f"  - session ids: {_md_runs(right)}")
+        if len(r.items) > 8:
+            lines.append(f"- … and {len(r.items) - 8} more")
+        lines.append("")
     if s.errors:
         lines += ["", f"## Bad records ({s.bad_records:,})", ""]
-        lines += [f"- {_md(str(b['source']))}: {_md(b['reason'])}" for b in s.errors]
+        lines += [f"- {md_code(str(b['source']))}: {_md_text(b['reason'])}" for b in s.errors]
+        if s.bad_records > len(s.errors):
+            lines.append(f"- … and {s.bad_records - len(s.errors):,} more, counted but not listed")
     return "\n".join(lines) + "\n"
 
 
@@ -461,34 +623,40 @@ def _wrap_runs(runs: list[tuple[str, bool]], col: int, code: str, use_colour: bo
 
 
 def terminal_diff(
-    pairs: list[tuple[str, str, str]],
+    pairs: Sequence[tuple[str, str, str] | tuple[str, str, str, bool]],
     *,
     colour: bool,
     width: int = 100,
     context: int = 1,
     labels: tuple[str, str] = ("fresh render", "session ids"),
+    say_equal: bool = True,
 ) -> str:
-    """Side-by-side segment pairs `(label, expected_text, actual_text)`: equal pairs
-    are folded (keeping `context` around each difference), differences coloured
-    (red: expected only, green: actual only; bracketed without colour)."""
+    """Side-by-side segment pairs `(label, expected_text, actual_text[, differs])`:
+    equal pairs are folded (keeping `context` around each difference),
+    differences coloured (red: expected only, green: actual only; bracketed
+    without colour). A pair differs where its texts do, or where `differs`
+    says so (the same text in other ids). With `say_equal`, "no difference"
+    ends the text when no pair differs."""
     col = max(20, (width - 3) // 2)
-    diff_at = [i for i, (_, a, b) in enumerate(pairs) if a != b]
+    flags = [bool(p[3]) if len(p) > 3 else p[1] != p[2] for p in pairs]
+    diff_at = [i for i, f in enumerate(flags) if f]
     keep = {j for i in diff_at for j in range(i - context, i + context + 1)}
     lines = [f"{labels[0][:col]:<{col}} │ {labels[1]}", "─" * col + "─┼─" + "─" * col]
     folded = 0
-    for i, (label, a, b) in enumerate(pairs):
+    for i, pair in enumerate(pairs):
+        label, a, b = str(pair[0]), str(pair[1]), str(pair[2])
         if i not in keep:
             folded += 1
             continue
         if folded:
             lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
             folded = 0
-        differs = a != b
-        head = f"{label}" + ("  ≠" if differs else "")
+        differs = flags[i]
+        head = f"{label}" + ("  ≠" if differs else "") + ("  same text, other ids" if differs and a == b else "")
         lines.append((BOLD if colour and differs else "") + head + (RESET if colour and differs else ""))
         if not differs:
             left, right = [(a, False)], [(b, False)]
-        elif "(special)" in label:  # one token for another: mark it whole
+        elif "(special)" in label and a != b:  # one token for another: mark it whole
             left, right = [(a, True)], [(b, True)]
         else:
             left, right = _diff_spans(a, b)
@@ -497,16 +665,18 @@ def terminal_diff(
             lines.append(f"{la[k] if k < len(la) else ' ' * col} │ {ra[k] if k < len(ra) else ''}".rstrip())
     if folded:
         lines.append((DIM if colour else "") + f"… {folded} equal segment(s) …" + (RESET if colour else ""))
-    if not diff_at:
+    if not diff_at and say_equal:
         lines.append("no difference")
     return "\n".join(lines) + "\n"
 
 
-def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str]]:
-    """Segment-aligned `(label, expected_text, actual_text)` of two id sequences:
-    pair by pair when the structures match, else aligned by a segment diff
-    (a missing segment shows as empty text on its side). The comparator's
-    trailing trims apply first, as in the comparison."""
+def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, str, bool]]:
+    """Segment-aligned `(label, expected_text, actual_text, differs)` of two id
+    sequences: pair by pair when the structures match, else aligned by a
+    segment diff (a missing segment shows as empty text on its side);
+    `differs` is True where the ids differ, even when their texts are the same
+    (a retokenization). The comparator's trailing trims apply first, as in
+    the comparison."""
     trim = cmp.trim_ids()
     e_segs = cmp.segment_by_special_tokens(trim_trailing(expected, trim) if trim else expected)
     a_segs = cmp.segment_by_special_tokens(trim_trailing(actual, trim) if trim else actual)
@@ -517,19 +687,147 @@ def segment_pairs(cmp: Any, expected: Any, actual: Any) -> list[tuple[str, str, 
     def key(seg: Any) -> Any:
         return ("s", seg.token_ids[0]) if seg.is_special else ("c", tuple(seg.token_ids))
 
-    pairs: list[tuple[str, str, str]] = []
-    for op, i1, i2, j1, j2 in sequence_opcodes([key(x) for x in e_segs], [key(x) for x in a_segs]):
+    e_keys, a_keys = [key(x) for x in e_segs], [key(x) for x in a_segs]
+    pairs: list[tuple[str, str, str, bool]] = []
+    for op, i1, i2, j1, j2 in sequence_opcodes(e_keys, a_keys):
         if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
             for k in range(i2 - i1):
                 e, a = e_segs[i1 + k], a_segs[j1 + k]
                 kind = "special" if e.is_special else "content"
-                pairs.append((f"segment {i1 + k} ({kind})" + (f" / actual {j1 + k}" if i1 != j1 else ""), text(e), text(a)))
+                label = f"segment {i1 + k} ({kind})" + (f" / actual {j1 + k}" if i1 != j1 else "")
+                pairs.append((label, text(e), text(a), e_keys[i1 + k] != a_keys[j1 + k]))
             continue
         for k in range(i1, i2):
-            pairs.append((f"segment {k} (expected only)", text(e_segs[k]), ""))
+            pairs.append((f"segment {k} (expected only)", text(e_segs[k]), "", True))
         for k in range(j1, j2):
-            pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k])))
+            pairs.append((f"actual segment {k} (actual only)", "", text(a_segs[k]), True))
     return pairs
+
+
+#: `tito-fast diff`: equal ids shown on each side of a differing stretch of ids,
+#: differing ids shown of a long stretch (the first and last half), stretches shown of one difference.
+ID_CONTEXT, MAX_STRETCH_IDS, MAX_STRETCHES = 3, 16, 8
+
+
+def _quote(raw: bytes) -> str:
+    r"""Bytes as a double-quoted string: UTF-8 text, escapes for line breaks,
+    tabs, quotes, other control or space characters and bytes that are not
+    UTF-8 on their own (part of a character split between ids).
+
+    Example:
+        >>> _quote("naïve\n".encode()), _quote(b"\xc3")
+        ('"naïve\\n"', '"\\xc3"')
+    """
+    out = []
+    for c in raw.decode("utf-8", "surrogateescape"):
+        o = ord(c)
+        if 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif c in '"\\':
+            out.append("\\" + c)
+        elif c in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c])
+        elif o < 0x20 or o == 0x7F or (c.isspace() and c != " "):
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def _id_bytes(cmp: Any, token_id: int) -> bytes:
+    """What one id decodes to, as bytes (from the byte table when exact)."""
+    vocab = cmp.vocab
+    if vocab is not None and vocab.byte_exact and 0 <= token_id < vocab.size:
+        return bytes(vocab.id_bytes(token_id))
+    try:
+        return str(cmp.decode([token_id])).encode("utf-8", "surrogatepass")
+    except Exception:  # an id the tokenizer does not know (the diagnosis warns about it)
+        return b"?"
+
+
+def _ids_text(cmp: Any, ids: list[int]) -> str:
+    """Ids as `id "text"` pairs, a long list cut in its middle."""
+    def one(i: int) -> str:
+        return f"{i} {_quote(_id_bytes(cmp, i))}"
+
+    if len(ids) > MAX_STRETCH_IDS:
+        half = MAX_STRETCH_IDS // 2
+        return " ".join(map(one, ids[:half])) + f" … {len(ids) - 2 * half} ids … " + " ".join(map(one, ids[-half:]))
+    return " ".join(map(one, ids))
+
+
+def _decoded(cmp: Any, ids: list[int], *, clip: bool = True) -> str:
+    """The text of `ids` (a long one cut in its middle, unless not `clip`)."""
+    try:
+        text = str(cmp.decode(ids)) if ids else ""
+    except Exception:  # ids outside the vocabulary
+        return "?"
+    return text if not clip or len(text) <= 2 * CONTEXT else text[:CONTEXT] + " … " + text[-CONTEXT:]
+
+
+def _stretches(e: list[int], a: list[int]) -> list[tuple[int, int, int, int]]:
+    """Where two id lists differ, as `(i1, i2, j1, j2)`; stretches less than
+    `2 * ID_CONTEXT + 1` equal ids apart are one."""
+    out: list[tuple[int, int, int, int]] = []
+    for op, i1, i2, j1, j2 in sequence_opcodes(e, a):
+        if op == "equal":
+            continue
+        if out and i1 - out[-1][1] <= 2 * ID_CONTEXT:
+            out[-1] = (out[-1][0], i2, out[-1][2], j2)
+        else:
+            out.append((i1, i2, j1, j2))
+    return out
+
+
+def _stretch_lines(
+    cmp: Any, sides: tuple[Any, Any], spans: tuple[tuple[int, int], tuple[int, int]], stretch: tuple[int, int, int, int],
+    labels: tuple[str, str], colour: bool,
+) -> list[str]:  # fmt: skip
+    """One differing stretch of ids: where, then each side's ids and decoded
+    text with `ID_CONTEXT` ids around (the differing part bracketed, or coloured)."""
+    i1, i2, j1, j2 = stretch
+    bounds = [(spans[0][0] + i1, spans[0][0] + i2), (spans[1][0] + j1, spans[1][0] + j2)]
+    n = [hi - lo for lo, hi in bounds]
+    same = _decoded(cmp, _as_list(sides[0], *bounds[0]), clip=False) == _decoded(cmp, _as_list(sides[1], *bounds[1]), clip=False)
+    out = [
+        f"  at id {bounds[0][0]} of {labels[0]} ({n[0]} id{'s' * (n[0] != 1)}) and id {bounds[1][0]} of {labels[1]} "
+        f"({n[1]} id{'s' * (n[1] != 1)})" + (": same text, other ids" if same else "")
+    ]
+    width = max(len(x) for x in labels)
+
+    def quoted(part: list[int]) -> str:
+        return _quote(_decoded(cmp, part).encode()) if part else ""
+
+    for ids, (lo, hi), label, code in zip(sides, bounds, labels, (RED, GREEN)):
+        before = _as_list(ids, max(0, lo - ID_CONTEXT), lo)
+        middle = _as_list(ids, lo, hi)
+        after = _as_list(ids, hi, min(len(ids), hi + ID_CONTEXT))
+        open_, close = (code, RESET) if colour else ("[", "]")
+        head = "… " if lo - len(before) > 0 else ""
+        tail = " …" if hi + len(after) < len(ids) else ""
+        shown = " ".join(x for x in (_ids_text(cmp, before), open_ + _ids_text(cmp, middle) + close, _ids_text(cmp, after)) if x)
+        text = " ".join(x for x in (quoted(before), open_ + (quoted(middle) or "∅") + close, quoted(after)) if x)
+        out.append(f"    {label:<{width}}  ids   {head}{shown}{tail}")
+        out.append(f"    {'':<{width}}  text  {head}{text}{tail}")
+    return out
+
+
+def _as_list(ids: Any, lo: int, hi: int) -> list[int]:
+    return [int(x) for x in ids[lo:hi]]
+
+
+def ids_differ(cmp: Any, expected: Any, actual: Any) -> bool:
+    """Whether two id sequences differ once the comparator's trailing trims apply (as in the comparison)."""
+    trim = cmp.trim_ids()
+    e, a = (trim_trailing(x, trim) if trim else x for x in (expected, actual))
+    return len(e) != len(a) or bool(np.any(np.asarray(e, dtype=np.int64) != np.asarray(a, dtype=np.int64)))
+
+
+def any_difference(cmp: Any, expected: Any, actual: Any, diagnosis: Any) -> bool:
+    """Whether `tito-fast diff` has a difference to show (and exits 1): a
+    diagnosed one (retokenizations included), a reference mismatch, or ids
+    that differ after the trailing trims."""
+    return bool(diagnosis.items or diagnosis.reference) or ids_differ(cmp, expected, actual)
 
 
 def diff_text(
@@ -542,10 +840,14 @@ def diff_text(
     colour: bool = False,
     width: int = 120,
     context: int = 1,
+    diagnosis: Any = None,
 ) -> str:
     """`tito-fast diff`'s output: a title, what the comparison trimmed, the two
-    sides by segment, then each difference with its kind, role and message,
-    and the reference's mismatch list."""
+    sides by segment, then each difference (retokenizations included) with its
+    kind, role and message and the differing ids of each side with their
+    decoded text around them, the reference's mismatch list, and a last line
+    that counts the differences ("no difference" only when the ids are equal
+    after the trims). `diagnosis`: `cmp.diagnose(expected, actual)`, when made."""
     out = [title]
     trim = cmp.trim_ids()
     if trim:
@@ -555,17 +857,46 @@ def diff_text(
                 f"trailing ids trimmed before comparing (as the reference does): {cut[0]} from {labels[0]}, "
                 f"{cut[1]} from {labels[1]}"
             )
-    text = terminal_diff(segment_pairs(cmp, expected, actual), colour=colour, width=width, context=context, labels=labels)
+    text = terminal_diff(
+        segment_pairs(cmp, expected, actual), colour=colour, width=width, context=context, labels=labels, say_equal=False
+    )
     out.append(text.rstrip("\n"))
-    diagnosis = cmp.diagnose(expected, actual)
+    if diagnosis is None:
+        diagnosis = cmp.diagnose(expected, actual)
+    sides = (expected, actual)
     for it in diagnosis.items:
         where = f"message {it.message_index}" if it.message_index is not None else "outside the messages"
         out.append(
             f"difference at segment {it.segment_index}: {it.type or 'not reported (same text, other ids)'}, kind {it.kind}, "
             f"role {it.role}, {where}" + (f" ({it.detail})" if it.detail else "")
         )
+        spans = (tuple(it.expected_span), tuple(it.actual_span))
+        (es, ee), (as_, ae) = spans
+        found = _stretches(_as_list(expected, es, ee), _as_list(actual, as_, ae)) or [(0, ee - es, 0, ae - as_)]
+        for stretch in found[:MAX_STRETCHES]:
+            out += _stretch_lines(cmp, sides, spans, stretch, labels, colour)
+        if len(found) > MAX_STRETCHES:
+            out.append(f"  … and {len(found) - MAX_STRETCHES} more differing stretch(es) of ids in this difference")
+    differs = any_difference(cmp, expected, actual, diagnosis)
+    if differs and not diagnosis.items:  # ids differ where the diagnosis names nothing: show them all the same
+        e, a = ([int(v) for v in (trim_trailing(x, trim) if trim else x)] for x in sides)
+        out.append("difference the diagnosis does not locate: the ids differ")
+        spans = ((0, len(e)), (0, len(a)))
+        found = _stretches(e, a)
+        for stretch in found[:MAX_STRETCHES]:
+            out += _stretch_lines(cmp, (e, a), spans, stretch, labels, colour)
     for w in diagnosis.warnings:
         out.append(f"warning: {w}")
     for m in diagnosis.reference:
         out.append(f"reference: {m.type.value} at segment {m.segment_index}")
+    if not differs:
+        out.append("no difference")
+    else:
+        n = len(diagnosis.items) or 1
+        unseen = sum(1 for it in diagnosis.items if it.type is None)
+        out.append(
+            f"{n} difference(s): {n - unseen} reported by the reference, {unseen} not (same text, other ids)"
+            if diagnosis.items
+            else "the ids differ"
+        )
     return "\n".join(out) + "\n"

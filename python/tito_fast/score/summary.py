@@ -1,5 +1,7 @@
 """Aggregates over scored sessions: the reference's metric names and meaning,
-per-turn rates, breakdowns by type, role and kind, and the worst sessions.
+per-turn rates, breakdowns by type, role and kind, the sessions of each
+category the verdict counts (named, up to `MAX_NAMED` each), and the worst
+sessions.
 
 Example:
     >>> summarize([], [], family="qwen3", mode="fast", fast_path="on").sessions
@@ -28,6 +30,40 @@ STRICT_TYPES = (MismatchType.SPECIAL_TOKEN_COUNT.value, MismatchType.SPECIAL_TOK
 
 #: Bad records listed in a summary (all are counted).
 MAX_ERRORS = 1000
+#: Sessions named in each category of `Summary.named_sessions` (all are counted).
+MAX_NAMED = 20
+#: The session that differs only by retokenization (same text, other ids): the reference reports nothing for it.
+RETOKENIZATION_ONLY = "retokenization_only"
+
+
+def categories(r: SessionResult) -> dict[str, Any]:
+    """The categories the verdict counts that session `r` falls in, each with
+    the first item that puts it there: "mismatch" (a reference mismatch),
+    "type:T" (a mismatch of type T), "retokenization_only" (differences, none
+    the reference reports), "kind:K" (a difference of kind K, reported or
+    not) and "role:R" (a reported difference in a message of role R)."""
+    out: dict[str, Any] = {}
+    reported = [it for it in r.items if it.type is not None]
+    if r.mismatches:
+        out["mismatch"] = reported[0] if reported else None
+        for m in r.mismatches:
+            out.setdefault(f"type:{m.type.value}", next((it for it in reported if it.type == m.type.value), None))
+    elif r.items:
+        out[RETOKENIZATION_ONLY] = r.items[0]
+    for it in r.items:
+        out.setdefault(f"kind:{it.kind}", it)
+    for it in reported:
+        out.setdefault(f"role:{it.role}", it)
+    return out
+
+
+def locate(it: Any) -> str:
+    """Where a diagnosis item is, in the dump's terms: message (role), turn, id."""
+    if it is None:
+        return ""
+    msg = f"message {it.message_index} ({it.role})" if it.message_index is not None and it.message_index >= 0 else "outside the messages"
+    turn = f", turn {it.turn}" if it.turn is not None else ""
+    return f"{msg}{turn}, id {it.position}"
 
 
 @dataclass
@@ -64,6 +100,10 @@ class Summary:
     renderer: str = "not recorded"
     #: which chat template (or DeepSeek encoder) rendered, and why (`TitoTokenizer.template_source`)
     template: str = "not recorded"
+    #: the sessions of each category the verdict counts (`categories`):
+    #: `{category: {"sessions": how many, "named": the first MAX_NAMED as
+    #: {"session_id", "source", "where"}}}`, in the verdict's order
+    named_sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +137,8 @@ class SummaryBuilder:
         self.bad_records = 0
         self.errors: list[dict[str, Any]] = []
         self.last_bad: BadRecord | None = None
+        self.category_sessions: Counter[str] = Counter()
+        self.named: dict[str, list[dict[str, str]]] = {}
 
     def add(self, r: SessionResult | BadRecord) -> None:
         """Count one session's result, or one bad record."""
@@ -128,6 +170,11 @@ class SummaryBuilder:
             self.firsts.append(r.first_divergence)
         self.encoded += r.encoded_segments
         self.segments += r.segments
+        for cat, it in categories(r).items():
+            self.category_sessions[cat] += 1
+            named = self.named.setdefault(cat, [])
+            if len(named) < MAX_NAMED:
+                named.append({"session_id": r.session_id, "source": r.source, "where": locate(it)})
 
     def summary(
         self,
@@ -154,6 +201,11 @@ class SummaryBuilder:
         by_turn = [{"turn": t, "sessions": reach[t], "with_mismatch": hits[t], "rate": hits[t] / reach[t]} for t in sorted(reach)]
         firsts = sorted(self.firsts)
         ci = [f"{prefix}/{t}={metrics[f'{prefix}/{t}']:.4f} must be 0" for t in STRICT_TYPES if metrics.get(f"{prefix}/{t}", 0)]
+        by_kind = dict(self.by_kind.most_common())
+        by_role = dict(self.by_role.most_common())
+        order = ["mismatch", *(f"type:{t}" for t in MISMATCH_TYPES), RETOKENIZATION_ONLY]
+        order += [f"kind:{k}" for k in by_kind] + [f"role:{r}" for r in by_role]
+        named = {c: {"sessions": self.category_sessions[c], "named": list(self.named[c])} for c in order if c in self.named}
         return Summary(
             family=family,
             mode=mode,
@@ -167,8 +219,8 @@ class SummaryBuilder:
             per_turn_rate=self.turns_bad / self.turns if self.turns else 0.0,
             by_turn=by_turn,
             by_type={t: self.by_type[t] for t in MISMATCH_TYPES},
-            by_role=dict(self.by_role.most_common()),
-            by_kind=dict(self.by_kind.most_common()),
+            by_role=by_role,
+            by_kind=by_kind,
             first_divergence_bins=_bins(firsts),
             first_divergence_median=statistics.median(firsts) if firsts else None,
             fast_path=fast_path,
@@ -179,6 +231,7 @@ class SummaryBuilder:
             encoder=encoder,
             renderer=renderer,
             template=template,
+            named_sessions=named,
         )
 
 
