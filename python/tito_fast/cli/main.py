@@ -18,6 +18,10 @@ do>`; `--debug` adds the traceback. Exit codes (`EXIT_CODES`):
 | 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
 | 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
 
+Outputs are written whole or not at all (a temporary file in the same folder,
+renamed into place; none is left behind); a device (`/dev/null`) or a FIFO is
+written in place, never replaced, and a folder is refused.
+
 Example:
     >>> from tito_fast.cli.main import cli
     >>> cli("demo", "--sessions", "20", "--turns", "4", "--quiet")
@@ -57,6 +61,7 @@ from tito_fast.errors import (
 )
 from tito_fast.score import report
 from tito_fast.score.dump import BadRecord, json_error, read_dump
+from tito_fast.score.outputs import Output, discard_pending, output_kind, write_text
 from tito_fast.score.results import SUFFIXES, ResultWriter
 from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
 from tito_fast.score.scorer import Scorer, SessionResult
@@ -204,7 +209,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cli(*args: str) -> int:
-    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`)."""
+    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`);
+    no temporary output file outlives it."""
+    try:
+        return _run(args)
+    finally:
+        discard_pending()
+
+
+def _run(args: tuple[str, ...]) -> int:
     debug = "--debug" in args
     try:
         try:
@@ -336,10 +349,12 @@ def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> 
     for flag, path in outputs.items():
         if path is None or path == "-":
             continue
+        if output_kind(path, flag) == "stream":  # a device or FIFO, written in place (a folder is refused)
+            if not os.access(path, os.W_OK):
+                raise OutputPathError(f"{flag} {path}: is not writable")
+            continue
         p = Path(path)
         target = p.resolve()
-        if p.is_dir():
-            raise OutputPathError(f"{flag} {path}: is a folder; give a file name")
         if not target.parent.is_dir():
             raise OutputPathError(f"{flag} {path}: the folder {p.parent} does not exist; create it first")
         if not os.access(target.parent, os.W_OK):
@@ -354,25 +369,24 @@ def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> 
         seen[target] = flag
 
 
-def _write(path: str, text: str) -> None:
-    """`text` to the file `path` (written whole, then moved into place), or to stdout for "-"."""
+def _write(path: str, text: str, flag: str) -> None:
+    """`text` to the file `path` (written whole, then moved into place; a
+    device or FIFO in place), or to stdout for "-"."""
     if path == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    tmp = Path(path + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, text, flag)
 
 
 class _JsonOut:
     """`{"sessions": [...], "summary": ..., "seconds": ...}` written as the
-    results come: into `path + ".tmp"`, moved into place by `finish`, or to
-    stdout for "-"."""
+    results come: into a temporary file moved into place by `finish` (an
+    `Output`), or to stdout for "-"."""
 
     def __init__(self, path: str) -> None:
-        self.tmp = None if path == "-" else Path(path + ".tmp")
+        self.out = None if path == "-" else Output(path, "--json")
         self.path = path
-        self.f: IO[str] = sys.stdout if self.tmp is None else open(self.tmp, "w", encoding="utf-8")
+        self.f: IO[str] = sys.stdout if self.out is None else self.out.open("w", encoding="utf-8")
         self.sessions = 0
         self.f.write('{"sessions": [\n')
 
@@ -385,13 +399,12 @@ class _JsonOut:
         self.close(keep=True)
 
     def close(self, *, keep: bool = False) -> None:
-        if self.tmp is None:
+        if self.out is None:
             return
-        self.f.close()
         if keep:
-            self.tmp.replace(self.path)
+            self.out.commit()
         else:
-            self.tmp.unlink(missing_ok=True)
+            self.out.discard()
 
 
 def _demo(ns: argparse.Namespace) -> int:
@@ -402,7 +415,7 @@ def _demo(ns: argparse.Namespace) -> int:
     if not ns.quiet:
         print_summary(summary, sys.stdout)
     if ns.json:
-        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2))
+        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2), "--json")
     return 1 if summary.missed or summary.false_alarms else 0
 
 
@@ -448,8 +461,8 @@ def _score(ns: argparse.Namespace) -> int:
             js.finish({"summary": s.to_dict(), "seconds": seconds})
             js = None
     finally:
-        if writer is not None:
-            writer.close()
+        if writer is not None:  # the rows so far, each whole (Parquet: marked incomplete)
+            writer.close(complete=stream.finished and stream.stopped_at is None)
         if js is not None:  # an error ended the run: no half JSON file under the final name
             js.close()
     _report_score(ns, stream, s, seconds)
@@ -490,9 +503,9 @@ def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, secon
     title = f"tito-fast score: {Path(ns.dump).name}"
     worst = stream.worst()
     if ns.report:
-        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci))
+        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci), "--report")
     if ns.markdown:
-        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci))
+        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci), "--markdown")
 
 
 def _read_ids(path: str) -> Any:
@@ -599,7 +612,7 @@ def _verify_template(ns: argparse.Namespace) -> int:
         sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
     if ns.json:
         payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
-        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
+        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False), "--json")
     return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
 
 
@@ -638,13 +651,11 @@ def _assemble(ns: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     seconds = time.perf_counter() - start
     if ns.out:
-        tmp = ns.out + ".tmp" + Path(ns.out).suffix
-        write_chains(a, tmp)
-        Path(tmp).replace(ns.out)
+        write_chains(a, ns.out, "--out")
     if ns.json:
-        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False))
+        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False), "--json")
     if ns.report:
-        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)))
+        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)), "--report")
     if a.bad:
         _say(ns, f"skipped {len(a.bad)} bad record(s), the first {a.bad[0].source}: {a.bad[0].reason}")
     if not ns.quiet:
