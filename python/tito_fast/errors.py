@@ -97,6 +97,33 @@ class ScoreError(ValueError):
     """One record cannot be scored (it is reported as a bad record, the run goes on)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """A stop signal other than SIGINT (SIGTERM: what Slurm, Kubernetes and Ray
+    send), raised in the main thread as SIGINT raises `KeyboardInterrupt`, so
+    that whatever stops a run cleanly on Ctrl-C does the same for it (see
+    `tito_fast.score.stopping`). Attribute: `signum`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"signal {self.signum}"
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process of a scoring run ended while it worked (killed, e.g. by
+    the out-of-memory killer; the process pool raised `BrokenProcessPool`).
+    Attribute: `detail` ("signal 9 (SIGKILL)", "exit code 1")."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"a worker died: {self.detail}" if self.detail else "a worker died"
+
+
 # -- testing -----------------------------------------------------------------
 
 
@@ -117,9 +144,11 @@ __all__ = [
     "RollbackError",
     "ScoreError",
     "TemplateNotAppendOnlyError",
+    "Terminated",
     "TokenBufferError",
     "TokenInputError",
     "TokenizerLoadError",
     "TurnRecordedError",
     "TurnNotProducibleError",
+    "WorkerDiedError",
 ]

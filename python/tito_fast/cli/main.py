@@ -15,8 +15,9 @@ do>`; `--debug` adds the traceback. Exit codes (`EXIT_CODES`):
 | 0 | done; nothing to report (or differences not asked to fail on) |
 | 1 | findings: `score --ci` strict mismatches, `diff` differences, `verify-template` failures, `demo` misses |
 | 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump |
-| 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
-| 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
+| 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback); or a worker process died (`a worker died: signal 9 (SIGKILL)`, reports marked INCOMPLETE) |
+| 130 | interrupted (Ctrl-C, SIGINT); reports written so far are marked INCOMPLETE |
+| 143 | terminated (SIGTERM, as Slurm, Kubernetes and Ray stop a job): as 130 |
 
 Outputs are written whole or not at all (a temporary file in the same folder,
 renamed into place; none is left behind); a device (`/dev/null`) or a FIFO is
@@ -58,8 +59,9 @@ from tito_fast.errors import (
     TemplateNotAppendOnlyError,
     TokenInputError,
     TokenizerLoadError,
+    WorkerDiedError,
 )
-from tito_fast.score import report
+from tito_fast.score import report, stopping
 from tito_fast.score.dump import BadRecord, json_error, read_dump
 from tito_fast.score.outputs import Output, discard_pending, output_kind, write_text
 from tito_fast.score.results import SUFFIXES, ResultWriter
@@ -69,7 +71,7 @@ from tito_fast.score.summary import Summary
 from tito_fast.session.verify import verify_family
 
 #: The exit codes of `tito-fast` (see the module doc).
-EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130}
+EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130, "terminated": 143}
 
 
 class UsageError(ValueError):
@@ -209,10 +211,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cli(*args: str) -> int:
-    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`);
-    no temporary output file outlives it."""
+    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`).
+
+    SIGTERM stops it as Ctrl-C does (`tito_fast.score.stopping`), with 143
+    for 130; no temporary output file outlives it."""
     try:
-        return _run(args)
+        with stopping.terminate_as_interrupt():
+            return _run(args)
     finally:
         discard_pending()
 
@@ -233,11 +238,16 @@ def _run(args: tuple[str, ...]) -> int:
         if ns.command == "assemble":
             return _assemble(ns)
         return _demo(ns)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (`stopping.Terminated`)
         if debug:
             traceback.print_exc()
-        sys.stderr.write("\ntito-fast: interrupted\n")
-        return EXIT_CODES["interrupted"]
+        sys.stderr.write(f"\ntito-fast: {stopping.describe(e)}\n")
+        return stopping.exit_code(e)
+    except WorkerDiedError as e:  # killed (out of memory?), not a bug of tito_fast
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tito-fast: error: {e}\n")
+        return EXIT_CODES["bug"]
     except _INPUT_ERRORS as e:
         if debug:
             traceback.print_exc()
@@ -447,27 +457,35 @@ def _score(ns: argparse.Namespace) -> int:
     )  # fmt: skip
     if stream.family_note:
         _say(ns, stream.family_note)
-    writer = ResultWriter(ns.out) if ns.out else None
-    js = _JsonOut(ns.json) if ns.json else None
+    writer: ResultWriter | None = None
+    js: _JsonOut | None = None
     try:
-        for out in stream:
-            if writer is not None:
-                writer.write(out)
-            if js is not None and not isinstance(out, BadRecord):
-                js.write(out)
+        writer = ResultWriter(ns.out) if ns.out else None
+        js = _JsonOut(ns.json) if ns.json else None
+        try:
+            for out in stream:
+                if writer is not None:
+                    writer.write(out)
+                if js is not None and not isinstance(out, BadRecord):
+                    js.write(out)
+        except KeyboardInterrupt as e:  # it reached this loop rather than the stream: the same stop
+            stream.stop(e)
         seconds = time.perf_counter() - start
         s = stream.summary
         if js is not None:
             js.finish({"summary": s.to_dict(), "seconds": seconds})
             js = None
     finally:
+        stream.close()
         if writer is not None:  # the rows so far, each whole (Parquet: marked incomplete)
             writer.close(complete=stream.finished and stream.stopped_at is None)
         if js is not None:  # an error ended the run: no half JSON file under the final name
             js.close()
     _report_score(ns, stream, s, seconds)
-    if stream.stopped_at == "interrupted":
-        return EXIT_CODES["interrupted"]
+    if stream.stopped_by is not None:
+        return stopping.exit_code(stream.stopped_by)
+    if stream.worker_died is not None:
+        return EXIT_CODES["bug"]
     if not s.complete:
         return EXIT_CODES["input"]
     if ns.ci and s.ci_failures:
@@ -478,8 +496,11 @@ def _score(ns: argparse.Namespace) -> int:
 
 def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, seconds: float) -> None:
     bad = stream.bad
-    if stream.stopped_at == "interrupted":
-        sys.stderr.write("\ntito-fast: interrupted; the reports written below are marked INCOMPLETE\n")
+    if stream.stopped_by is not None:
+        what = stopping.describe(stream.stopped_by)
+        sys.stderr.write(f"\ntito-fast: {what}; the reports written below are marked INCOMPLETE\n")
+    elif stream.worker_died is not None:
+        sys.stderr.write(f"tito-fast: error: {stream.worker_died}; the reports written below are marked INCOMPLETE\n")
     elif stream.stopped_at is not None:
         last = bad[-1]
         sys.stderr.write(
