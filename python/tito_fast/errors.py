@@ -192,6 +192,39 @@ class ScoreError(ValueError):
     exit_code: ClassVar[int] = INPUT_EXIT
 
 
+class Terminated(KeyboardInterrupt):
+    """A stop signal other than SIGINT (SIGTERM: what Slurm, Kubernetes and Ray
+    send), raised in the main thread as SIGINT raises `KeyboardInterrupt`, so
+    that whatever stops a run cleanly on Ctrl-C does the same for it (see
+    `tito_fast.score.stopping`). Attribute: `signum`."""
+
+    code: ClassVar[str] = "terminated"
+    exit_code: ClassVar[int] = 143
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return f"signal {self.signum}"
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process of a scoring run ended while it worked (killed, e.g. by
+    the out-of-memory killer; the process pool raised `BrokenProcessPool`).
+    Attribute: `detail` ("signal 9 (SIGKILL)", "exit code 1")."""
+
+    code: ClassVar[str] = "worker_died"
+    exit_code: ClassVar[int] = 3
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"a worker died: {self.detail}" if self.detail else "a worker died"
+
+
 # -- testing -----------------------------------------------------------------
 
 
@@ -237,6 +270,8 @@ _MEANINGS: tuple[tuple[type[BaseException], str], ...] = (
     (OutputPathError, "an output path cannot be written, or would overwrite an input"),
     (ScoreError, "one record cannot be scored (a bad record: skipped, or the run stops under --on-error fail)"),
     (FixtureError, "a tokenizer fixture could not be downloaded, or its bytes are not the pinned ones"),
+    (WorkerDiedError, "a worker process died (killed, out of memory); the reports are marked INCOMPLETE"),
+    (Terminated, "stopped by SIGTERM (as Slurm, Kubernetes and Ray stop a job); the reports are marked INCOMPLETE"),
 )
 
 #: Every error class by its stable code: (class name, exit code of `tito-fast`, meaning).
@@ -272,6 +307,7 @@ __all__ = [
     "ScoreError",
     "TemplateNotAppendOnlyError",
     "TemplateRenderError",
+    "Terminated",
     "TokenBufferError",
     "TokenInputError",
     "TokenizerLoadError",
@@ -279,4 +315,5 @@ __all__ = [
     "TurnNotProducibleError",
     "UsageError",
     "exit_code_of",
+    "WorkerDiedError",
 ]

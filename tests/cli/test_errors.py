@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tito_fast.cli.main import EXIT_CODES, cli
+from tito_fast.errors import Terminated
 
 cli_main = importlib.import_module("tito_fast.cli.main")  # the module (the package's `main` is the function)
 
@@ -216,6 +218,40 @@ def test_an_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     monkeypatch.setattr(cli_main, "iter_score", interrupted)
     assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3") == EXIT_CODES["interrupted"] == 130
     assert "tito-fast: interrupted" in capsys.readouterr().err
+
+
+def test_a_terminate_exits_143(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def terminated(*args: Any, **kwargs: Any) -> Any:
+        raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(cli_main, "iter_score", terminated)
+    assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3") == EXIT_CODES["terminated"] == 143
+    assert "tito-fast: terminated (SIGTERM)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "name"),
+    [
+        ("score", "--json", "out"),
+        ("score", "--report", "out"),
+        ("score", "--markdown", "out"),
+        ("score", "--out", "rows.jsonl"),
+        ("assemble", "--out", "chains.parquet"),
+        ("assemble", "--json", "out"),
+        ("assemble", "--report", "out"),
+    ],
+)
+def test_a_folder_as_output_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, flag: str, name: str
+) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "keep").write_text("kept")
+    source = DUMP if command == "score" else ROOT / "examples" / "qwen3_calls.jsonl"
+    assert cli(command, str(source), "--tokenizer", "fixture:qwen3", flag, str(folder)) == EXIT_CODES["input"] == 2
+    assert _one_error(capsys.readouterr().err) == f"tito-fast: error: {flag} {folder}: is a folder; give a file name"
+    assert folder.is_dir() and [p.name for p in folder.iterdir()] == ["keep"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file
 
 
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:

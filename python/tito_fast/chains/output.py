@@ -12,22 +12,31 @@ import numpy as np
 
 from tito_fast import _deps
 from tito_fast.chains.core import KINDS, Assembly
+from tito_fast.score.outputs import Output
 
 
-def write_chains(assembly: Assembly, path: str | Path) -> None:
+def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None) -> None:
     """Every chain as one row: `session_id`, `chain`, `open`, `ids` (uint32),
     `loss_mask` (uint8), `logprobs` (float32, null where not sampled) and
-    `call_index` (int64) per id; `.parquet` or `.jsonl` by the file name."""
+    `call_index` (int64) per id; `.parquet` or `.jsonl` by the file name.
+    Written whole or not at all (`tito_fast.score.outputs.Output`; `arg`
+    names the option in its errors)."""
     p = Path(path)
-    chains = assembly.chains()
+    if p.suffix not in (".jsonl", ".parquet"):
+        raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
     if p.suffix == ".jsonl":
-        with open(p, "w", encoding="utf-8") as f:
+        chains = assembly.chains()
+        with Output(p, arg) as out:
+            f = out.open("w", encoding="utf-8")
             for c in chains:
                 f.write(json.dumps(c.to_dict(), ensure_ascii=False) + "\n")
         return
     if p.suffix != ".parquet":
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
-    _deps.parquet().write_table(chains_table(assembly), p)
+    pq = _deps.parquet()
+    table = chains_table(assembly)
+    with Output(p, arg) as out:
+        pq.write_table(table, out.sink())
 
 
 def chains_table(assembly: Assembly) -> Any:

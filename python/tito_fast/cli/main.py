@@ -17,8 +17,13 @@ included):
 | 0 | done; nothing to report (or differences not asked to fail on) |
 | 1 | findings: `score --ci` strict mismatches, `diff` differences (any differing id, retokenizations included), `verify-template` failures, `demo` misses |
 | 2 | usage or input error: a bad argument, a file that cannot be read, a bad record under `--on-error fail`, an empty dump, a missing optional package |
-| 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback) |
-| 130 | interrupted (Ctrl-C); reports written so far are marked INCOMPLETE |
+| 3 | internal error: a bug in tito_fast (rerun with `--debug` and report the traceback); or a worker process died (`a worker died: signal 9 (SIGKILL)`, reports marked INCOMPLETE) |
+| 130 | interrupted (Ctrl-C, SIGINT); reports written so far are marked INCOMPLETE |
+| 143 | terminated (SIGTERM, as Slurm, Kubernetes and Ray stop a job): as 130 |
+
+Outputs are written whole or not at all (a temporary file in the same folder,
+renamed into place; none is left behind); a device (`/dev/null`) or a FIFO is
+written in place, never replaced, and a folder is refused.
 
 Example:
     >>> from tito_fast.cli.main import cli
@@ -52,9 +57,11 @@ from tito_fast.errors import (
     TemplateNotAppendOnlyError,
     UsageError,
     exit_code_of,
+    WorkerDiedError,
 )
-from tito_fast.score import report
+from tito_fast.score import report, stopping
 from tito_fast.score.dump import BadRecord, json_error, read_dump
+from tito_fast.score.outputs import Output, discard_pending, output_kind, write_text
 from tito_fast.score.results import SUFFIXES, ResultWriter
 from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
 from tito_fast.score.scorer import Scorer, SessionResult
@@ -62,7 +69,7 @@ from tito_fast.score.summary import Summary
 from tito_fast.session.verify import verify_family
 
 #: The exit codes of `tito-fast` (see the module doc).
-EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130}
+EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130, "terminated": 143}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,7 +192,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cli(*args: str) -> int:
-    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`)."""
+    """Run the command line with `args`; returns the exit code (see `EXIT_CODES`).
+
+    SIGTERM stops it as Ctrl-C does (`tito_fast.score.stopping`), with 143
+    for 130; no temporary output file outlives it."""
+    try:
+        with stopping.terminate_as_interrupt():
+            return _run(args)
+    finally:
+        discard_pending()
+
+
+def _run(args: tuple[str, ...]) -> int:
     debug = "--debug" in args
     try:
         try:
@@ -201,11 +219,16 @@ def cli(*args: str) -> int:
         if ns.command == "assemble":
             return _assemble(ns)
         return _demo(ns)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (`stopping.Terminated`)
         if debug:
             traceback.print_exc()
-        sys.stderr.write("\ntito-fast: interrupted\n")
-        return EXIT_CODES["interrupted"]
+        sys.stderr.write(f"\ntito-fast: {stopping.describe(e)}\n")
+        return stopping.exit_code(e)
+    except WorkerDiedError as e:  # killed (out of memory?), not a bug of tito_fast
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"tito-fast: error: {e}\n")
+        return EXIT_CODES["bug"]
     except Exception as e:
         if debug:
             traceback.print_exc()
@@ -328,10 +351,12 @@ def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> 
     for flag, path in outputs.items():
         if path is None or path == "-":
             continue
+        if output_kind(path, flag) == "stream":  # a device or FIFO, written in place (a folder is refused)
+            if not os.access(path, os.W_OK):
+                raise OutputPathError(f"{flag} {path}: is not writable")
+            continue
         p = Path(path)
         target = p.resolve()
-        if p.is_dir():
-            raise OutputPathError(f"{flag} {path}: is a folder; give a file name")
         if not target.parent.is_dir():
             raise OutputPathError(f"{flag} {path}: the folder {p.parent} does not exist; create it first")
         if not os.access(target.parent, os.W_OK):
@@ -346,25 +371,24 @@ def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> 
         seen[target] = flag
 
 
-def _write(path: str, text: str) -> None:
-    """`text` to the file `path` (written whole, then moved into place), or to stdout for "-"."""
+def _write(path: str, text: str, flag: str) -> None:
+    """`text` to the file `path` (written whole, then moved into place; a
+    device or FIFO in place), or to stdout for "-"."""
     if path == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    tmp = Path(path + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, text, flag)
 
 
 class _JsonOut:
     """`{"sessions": [...], "summary": ..., "seconds": ...}` written as the
-    results come: into `path + ".tmp"`, moved into place by `finish`, or to
-    stdout for "-"."""
+    results come: into a temporary file moved into place by `finish` (an
+    `Output`), or to stdout for "-"."""
 
     def __init__(self, path: str) -> None:
-        self.tmp = None if path == "-" else Path(path + ".tmp")
+        self.out = None if path == "-" else Output(path, "--json")
         self.path = path
-        self.f: IO[str] = sys.stdout if self.tmp is None else open(self.tmp, "w", encoding="utf-8")
+        self.f: IO[str] = sys.stdout if self.out is None else self.out.open("w", encoding="utf-8")
         self.sessions = 0
         self.f.write('{"sessions": [\n')
 
@@ -377,13 +401,12 @@ class _JsonOut:
         self.close(keep=True)
 
     def close(self, *, keep: bool = False) -> None:
-        if self.tmp is None:
+        if self.out is None:
             return
-        self.f.close()
         if keep:
-            self.tmp.replace(self.path)
+            self.out.commit()
         else:
-            self.tmp.unlink(missing_ok=True)
+            self.out.discard()
 
 
 def _demo(ns: argparse.Namespace) -> int:
@@ -394,7 +417,7 @@ def _demo(ns: argparse.Namespace) -> int:
     if not ns.quiet:
         print_summary(summary, sys.stdout)
     if ns.json:
-        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2))
+        _write(ns.json, json.dumps({**asdict(summary), "ids_per_second": summary.ids_per_second}, indent=2), "--json")
     return 1 if summary.missed or summary.false_alarms else 0
 
 
@@ -426,27 +449,35 @@ def _score(ns: argparse.Namespace) -> int:
     )  # fmt: skip
     if stream.family_note:
         _say(ns, stream.family_note)
-    writer = ResultWriter(ns.out) if ns.out else None
-    js = _JsonOut(ns.json) if ns.json else None
+    writer: ResultWriter | None = None
+    js: _JsonOut | None = None
     try:
-        for out in stream:
-            if writer is not None:
-                writer.write(out)
-            if js is not None and not isinstance(out, BadRecord):
-                js.write(out)
+        writer = ResultWriter(ns.out) if ns.out else None
+        js = _JsonOut(ns.json) if ns.json else None
+        try:
+            for out in stream:
+                if writer is not None:
+                    writer.write(out)
+                if js is not None and not isinstance(out, BadRecord):
+                    js.write(out)
+        except KeyboardInterrupt as e:  # it reached this loop rather than the stream: the same stop
+            stream.stop(e)
         seconds = time.perf_counter() - start
         s = stream.summary
         if js is not None:
             js.finish({"summary": s.to_dict(), "seconds": seconds})
             js = None
     finally:
-        if writer is not None:
-            writer.close()
+        stream.close()
+        if writer is not None:  # the rows so far, each whole (Parquet: marked incomplete)
+            writer.close(complete=stream.finished and stream.stopped_at is None)
         if js is not None:  # an error ended the run: no half JSON file under the final name
             js.close()
     _report_score(ns, stream, s, seconds)
-    if stream.stopped_at == "interrupted":
-        return EXIT_CODES["interrupted"]
+    if stream.stopped_by is not None:
+        return stopping.exit_code(stream.stopped_by)
+    if stream.worker_died is not None:
+        return EXIT_CODES["bug"]
     if not s.complete:
         return EXIT_CODES["input"]
     if ns.ci and s.ci_failures:
@@ -457,8 +488,11 @@ def _score(ns: argparse.Namespace) -> int:
 
 def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, seconds: float) -> None:
     bad = stream.bad
-    if stream.stopped_at == "interrupted":
-        sys.stderr.write("\ntito-fast: interrupted; the reports written below are marked INCOMPLETE\n")
+    if stream.stopped_by is not None:
+        what = stopping.describe(stream.stopped_by)
+        sys.stderr.write(f"\ntito-fast: {what}; the reports written below are marked INCOMPLETE\n")
+    elif stream.worker_died is not None:
+        sys.stderr.write(f"tito-fast: error: {stream.worker_died}; the reports written below are marked INCOMPLETE\n")
     elif stream.stopped_at is not None:
         last = bad[-1]
         sys.stderr.write(
@@ -482,9 +516,9 @@ def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, secon
     title = f"tito-fast score: {Path(ns.dump).name}"
     worst = stream.worst()
     if ns.report:
-        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci))
+        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci), "--report")
     if ns.markdown:
-        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci))
+        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci), "--markdown")
 
 
 def _read_ids(path: str) -> Any:
@@ -599,7 +633,7 @@ def _verify_template(ns: argparse.Namespace) -> int:
         sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
     if ns.json:
         payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
-        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False))
+        _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False), "--json")
     return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
 
 
@@ -640,13 +674,11 @@ def _assemble(ns: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     seconds = time.perf_counter() - start
     if ns.out:
-        tmp = ns.out + ".tmp" + Path(ns.out).suffix
-        write_chains(a, tmp)
-        Path(tmp).replace(ns.out)
+        write_chains(a, ns.out, "--out")
     if ns.json:
-        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False))
+        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False), "--json")
     if ns.report:
-        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)))
+        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)), "--report")
     if a.bad:
         _say(ns, f"skipped {len(a.bad)} bad record(s), the first {a.bad[0].source}: {a.bad[0].reason}")
     if not ns.quiet:

@@ -32,6 +32,7 @@ from tito_fast import _deps
 from tito_fast.compare.alignment import Mismatch
 from tito_fast.errors import OutputPathError
 from tito_fast.score.dump import BadRecord
+from tito_fast.score.outputs import Output
 from tito_fast.score.scorer import ScoredItem, SessionResult
 
 #: Rows per Parquet row group.
@@ -132,24 +133,33 @@ def read_results(path: str | Path) -> list[SessionResult | BadRecord]:
         return [from_row(json.loads(line)) for line in f if line.strip()]
 
 
+#: The Parquet key-value metadata of a file whose run stopped early (a JSONL
+#: file has only whole rows; the run's JSON and reports say it stopped).
+INCOMPLETE_METADATA = {"tito_fast.complete": "false"}
+
+
 class ResultWriter:
-    """Writes results to `path` (.jsonl or .parquet) as they come, into
-    `path + ".tmp"`, moved into place on `close()` (an interrupted run leaves
-    no half file under the final name)."""
+    """Writes results to `path` (.jsonl or .parquet) as they come, into a
+    temporary file moved into place on `close()` (`tito_fast.score.outputs`:
+    no half file under the final name, a device or FIFO written in place)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if self.path.suffix not in SUFFIXES:
             raise OutputPathError(f"--out {path}: name it .jsonl or .parquet")
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.rows = 0
         self._pending: list[dict[str, Any]] = []
         self._text: IO[str] | None = None
         self._parquet: Any = None
-        if self.path.suffix == ".jsonl":
-            self._text = open(self.tmp, "w", encoding="utf-8")
-        else:
-            self._parquet = _deps.parquet().ParquetWriter(self.tmp, schema())
+        self._out = Output(self.path, "--out")
+        try:
+            if self.path.suffix == ".jsonl":
+                self._text = self._out.open("w", encoding="utf-8")
+            else:
+                self._parquet = _deps.parquet().ParquetWriter(self._out.sink(), schema())
+        except BaseException:
+            self._out.discard()
+            raise
 
     def write(self, res: SessionResult | BadRecord) -> None:
         self.rows += 1
@@ -167,25 +177,34 @@ class ResultWriter:
             self._parquet.write_table(pa.Table.from_pylist(self._pending, schema=schema()))
             self._pending = []
 
-    def close(self, *, keep: bool = True) -> None:
-        """Finish the file and move it into place (`keep=False`: delete it)."""
-        if self._text is not None:
-            self._text.close()
-            self._text = None
-        if self._parquet is not None:
-            self._flush()
-            self._parquet.close()
-            self._parquet = None
-        if keep and self.tmp.exists():
-            self.tmp.replace(self.path)
+    def close(self, *, keep: bool = True, complete: bool = True) -> None:
+        """Finish the file and move it into place (`keep=False`: delete it;
+        `complete=False`: a Parquet file carries `INCOMPLETE_METADATA`)."""
+        try:
+            if self._text is not None:
+                self._text.close()
+                self._text = None
+            if self._parquet is not None:
+                self._flush()
+                if not complete and hasattr(self._parquet, "add_key_value_metadata"):  # not in older pyarrow
+                    self._parquet.add_key_value_metadata(INCOMPLETE_METADATA)
+                self._parquet.close()
+                self._parquet = None
+        except BaseException:
+            self._out.discard()
+            raise
+        if keep:
+            self._out.commit()
         else:
-            self.tmp.unlink(missing_ok=True)
+            self._out.discard()
 
     def __enter__(self) -> ResultWriter:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.close(keep=et is None or issubclass(et, KeyboardInterrupt))
+        self.close(keep=et is None or issubclass(et, KeyboardInterrupt), complete=et is None)
 
 
-__all__ = ["BATCH_ROWS", "COLUMNS", "ResultWriter", "SUFFIXES", "from_row", "read_results", "row", "schema"]
+__all__ = [
+    "BATCH_ROWS", "COLUMNS", "INCOMPLETE_METADATA", "ResultWriter", "SUFFIXES", "from_row", "read_results", "row", "schema",
+]  # fmt: skip

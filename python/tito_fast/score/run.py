@@ -16,7 +16,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -27,7 +27,7 @@ from tito_fast import _deps
 from tito_fast._core import json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
-from tito_fast.errors import DumpError, FamilyError, FixtureError, MissingDependency, ScoreError, TokenizerLoadError
+from tito_fast.errors import DumpError, FamilyError, FixtureError, MissingDependency, ScoreError, TokenizerLoadError, WorkerDiedError
 from tito_fast.score.dump import (
     BadRecord,
     RawLine,
@@ -40,6 +40,7 @@ from tito_fast.score.dump import (
     read_jsonl_range,
 )
 from tito_fast.score.scorer import Mode, Scorer, SessionResult
+from tito_fast.score.stopping import become_worker, signal_of, worker_death
 from tito_fast.score.summary import Summary, SummaryBuilder, WorstKeeper
 from tito_fast.testing import fixtures
 
@@ -200,11 +201,14 @@ _FORK = sys.platform == "linux" and "fork" in multiprocessing.get_all_start_meth
 
 
 def _init_worker(
-    tokenizer: str | bytes, family: Any, template: str | None, mode: Mode, encoder_path: str | None, trust_encoder: bool
-) -> None:
+    parent_pid: int, tokenizer: str | bytes, family: Any, template: str | None, mode: Mode, encoder_path: str | None,
+    trust_encoder: bool,
+) -> None:  # fmt: skip
     """Build this process's scorer: from a tokenizer spec, or from a pickled
-    `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild)."""
+    `(tokenizer, vocab)` of a scorer the caller built (no byte-table rebuild);
+    the process ends with its parent (`stopping.become_worker`)."""
     global _WORKER
+    become_worker(parent_pid)
     if isinstance(tokenizer, bytes):
         tok, vocab = pickle.loads(tokenizer)
         if vocab is not None:
@@ -253,15 +257,36 @@ def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def _bounded_map(pool: ProcessPoolExecutor, chunks: Iterator[tuple[Any, ...]], ahead: int) -> Iterator[Any]:
-    """`pool.map` in order, with at most `ahead` chunks in flight (a dump is never read whole)."""
+class _Pool(ProcessPoolExecutor):
+    """A process pool that can say what ended a worker that died."""
+
+    def death(self) -> str:
+        """What ended the worker that broke the pool ("signal 9 (SIGKILL)"; "" when unknown)."""
+        workers = list((getattr(self, "_processes", None) or {}).values())
+        deadline = time.monotonic() + 2.0  # a worker's pipe closes just before it can be reaped
+        while not any(p.exitcode for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return worker_death([p.exitcode for p in workers])
+
+
+def _bounded_map(pool: _Pool, chunks: Iterator[tuple[Any, ...]], ahead: int) -> Iterator[Any]:
+    """`pool.map` in order, with at most `ahead` chunks in flight (a dump is never read whole).
+
+    Raises:
+        WorkerDiedError: a worker process died (killed, out of memory).
+    """
     pending: collections.deque[Any] = collections.deque()
-    for chunk in chunks:
-        pending.append(pool.submit(_score_task, chunk))
-        if len(pending) >= ahead:
+    try:
+        for chunk in chunks:
+            pending.append(pool.submit(_score_task, chunk))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
             yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
+    except BrokenProcessPool as e:
+        if e.__cause__ is not None:  # the pool broke on a result it could not read: not a death
+            raise
+        raise WorkerDiedError(pool.death()) from None
 
 
 @dataclass
@@ -322,7 +347,10 @@ def _forked_plan(
     _WORKER = scorer
     restore_env = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer's threads do not survive a fork
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    pool = _Pool(
+        max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=become_worker,
+        initargs=(os.getpid(),),
+    )  # fmt: skip
 
     def close() -> None:
         global _WORKER
@@ -341,9 +369,10 @@ def _spawned_plan(
 ) -> _Plan:
     """Workers spawned afresh (where forking is not safe); each builds its scorer from `init`."""
     tasks = _tasks(dump, ranges)
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=init
-    )
+    pool = _Pool(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+        initargs=(os.getpid(), *init),
+    )  # fmt: skip
     try:
         facts = pool.submit(_describe_worker).result()
     except BrokenProcessPool as e:
@@ -358,7 +387,10 @@ class ScoreStream:
     Iterate it once: each item is a `SessionResult` or a `BadRecord`. Nothing
     is kept but the running summary and the worst sessions, so memory stays
     flat however large the dump. With `on_error="fail"` the stream ends at the
-    first bad record (yielded last); with `interruptible`, Ctrl-C ends it.
+    first bad record (yielded last); with `interruptible`, Ctrl-C (SIGTERM
+    too, within `stopping.terminate_as_interrupt`) ends it (`stopped_at`
+    "interrupted", `stopped_by` the signal), and so does a worker's death
+    (`worker_died` says what ended it) instead of raising `WorkerDiedError`.
     `summary`, `worst()` and `stopped_at` describe what was yielded so far.
 
     Example:
@@ -383,7 +415,10 @@ class ScoreStream:
         self.total = plan.total
         self.done = 0
         self.stopped_at: str | None = None
+        self.stopped_by: int | None = None  # the signal of an interrupt
+        self.worker_died: str | None = None  # "a worker died: signal 9 (SIGKILL)"
         self.finished = False
+        self._results: Generator[SessionResult | BadRecord, None, None] | None = None
         self.setup_seconds = setup_seconds
         self.family_note = family_note
         self.facts = plan.facts
@@ -392,6 +427,10 @@ class ScoreStream:
         if self._started:
             raise RuntimeError("a ScoreStream is iterated once")
         self._started = True
+        self._results = self._run()
+        return self._results
+
+    def _run(self) -> Generator[SessionResult | BadRecord, None, None]:
         try:
             for chunk_out in self._plan.outputs:
                 for out in chunk_out:
@@ -409,13 +448,33 @@ class ScoreStream:
                     self._progress(self.done, self.total)
                 if self.stopped_at is not None:
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             if not self._interruptible:
                 raise
-            self.stopped_at = "interrupted"  # what was scored so far, marked incomplete
+            self._interrupted(e)  # what was scored so far, marked incomplete
+        except WorkerDiedError as e:
+            if not self._interruptible:
+                raise
+            self.worker_died = str(e)
+            self.stopped_at = f"a worker's death: {e.detail or 'unknown cause'}"
         finally:
             self._plan.close()
             self.finished = True
+
+    def _interrupted(self, e: KeyboardInterrupt) -> None:
+        self.stopped_at = "interrupted"
+        self.stopped_by = signal_of(e)
+
+    def stop(self, e: KeyboardInterrupt) -> None:
+        """End the stream on an interrupt that reached its consumer (in the
+        loop body) rather than the stream: the workers stop and the stream is
+        marked as an interrupt inside it marks it (where it had stopped
+        already, at a bad record, that stays `stopped_at`)."""
+        if self._results is not None:
+            self._results.close()
+        self.stopped_at = self.stopped_at or "interrupted"
+        self.stopped_by = signal_of(e)
+        self.finished = True
 
     @property
     def sessions(self) -> int:
@@ -600,8 +659,11 @@ def run_score(
             and lists bad records and goes on.
         metric_version: "v1" or "v2", the session-server version in the metric names.
         progress: called with (done, total) after each chunk.
-        interruptible: on Ctrl-C return what was scored so far as an
-            incomplete run (`stopped_at="interrupted"`) instead of raising.
+        interruptible: on Ctrl-C (SIGTERM too, within
+            `tito_fast.score.stopping.terminate_as_interrupt`), or a worker's
+            death, return what was scored so far as an incomplete run
+            (`stopped_at` "interrupted" or "a worker's death: ...") instead
+            of raising.
         scorer: a ready `Scorer` (then `tokenizer`, `family` and `mode` are
             taken from it; with workers, its tokenizer and byte table are
             sent to them instead of being loaded again).
@@ -617,11 +679,16 @@ def run_score(
         interruptible=interruptible, worst=worst, trust_encoder=trust_encoder, threads=threads,
     )  # fmt: skip
     results: list[SessionResult] = []
-    for out in stream:
-        if on_result is not None:
-            on_result(out)
-        if keep_results and not isinstance(out, BadRecord):
-            results.append(out)
+    try:
+        for out in stream:
+            if on_result is not None:
+                on_result(out)
+            if keep_results and not isinstance(out, BadRecord):
+                results.append(out)
+    except KeyboardInterrupt as e:
+        if not interruptible:
+            raise
+        stream.stop(e)
     return ScoreRun(
         results, stream.bad, stream.summary, stream.stopped_at, stream.setup_seconds, stream.worst(), stream.family_note,
         stream.total,
