@@ -46,6 +46,7 @@ __all__ = [
     "read_call_lines",
     "read_call_row",
     "json_loads",
+    "check_call_texts",
     "normalize_messages",
     "canonical_tools",
 ]
@@ -108,6 +109,14 @@ def read_call_row(row: Any, *, json_text: bool = False) -> _CallRead:
     Example:
         >>> read_call_row({"session_id": "s", "prompt_ids": [1], "completion_ids": []})[:3]
         ('ok', 's', None)
+    """
+def check_call_texts(messages: list[Any], tools: list[Any]) -> list[str | None]:
+    """The capture rules for many rows' `messages` and `tools` (JSON text or None),
+    without building Python objects: per row the reason it is bad, or None.
+
+    Example:
+        >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None])[0] is None
+        True
     """
 def json_loads(text: str | bytes) -> Any:
     """JSON text read as every record is read (raises ValueError with the reason).

@@ -227,7 +227,7 @@ def test_columnar_input_errors_name_the_row() -> None:
         return pa.Table.from_pylist([good, {**good, "call_index": 1, **change}])
 
     assert assemble(table()).summary.calls == 2
-    with pytest.raises(CallsError, match=r"row 1: prompt_ids\[1\] = -4 is not an id"):
+    with pytest.raises(CallsError, match=r"row 1: prompt_ids\[1\] = -4 is out of range"):
         assemble(table(prompt_ids=[1, -4]))
     with pytest.raises(CallsError, match=r"row 1: 'prompt_ids' is empty"):
         assemble(table(prompt_ids=[]))
@@ -239,6 +239,25 @@ def test_columnar_input_errors_name_the_row() -> None:
         assemble(pa.Table.from_pylist([{"session_id": "s"}]))
     skipped = assemble(table(call_index=0), on_error="skip")
     assert [b.source for b in skipped.bad] == ["row 1"] and skipped.summary.calls == 1
+    # every bad row is skipped under skip, with the one reader's reason, whichever check found it
+    for change, reason in [
+        ({"prompt_ids": [1, -4]}, "prompt_ids[1] = -4 is out of range"),
+        ({"prompt_ids": []}, "'prompt_ids' is empty"),
+        ({"session_id": None}, "missing field 'session_id'"),
+        ({"completion_logprobs": [float("inf")]}, "completion_logprobs[0] is inf, not a finite number"),
+        ({"completion_logprobs": [-1e39]}, "outside float32's range"),
+        ({"messages": '[{"role": "user"}'}, "invalid JSON"),
+        ({"messages": '{"role": "user"}'}, "'messages' must be a list of objects"),
+        ({"call_index": -1}, "'call_index' must be a non-negative int"),
+    ]:
+        rows = [{**good, "messages": None}, {**good, "messages": None, "call_index": 1, **change}]
+        got = assemble(pa.Table.from_pylist(rows), on_error="skip")
+        assert [b.source for b in got.bad] == ["row 1"] and reason in got.bad[0].reason, (change, got.bad)
+        assert got.summary.calls == 1
+    # numeric strings and bools are not logprobs, in Parquet as in JSONL
+    for value in (["-0.5"], [True]):
+        got = assemble(pa.Table.from_pylist([{**good, "completion_logprobs": value}]), on_error="skip")
+        assert [b.source for b in got.bad] == ["row 0"] and "not a number" in got.bad[0].reason
     nulls = assemble(table(completion_logprobs=None))
     assert np.isnan(nulls.sessions["s"][-1].logprobs[-1])  # call 1 (a retry: its own chain) has none
 

@@ -174,7 +174,7 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
 
 
 def read_calls(
-    calls: str | Path | Iterable[Call | dict[str, Any]], *, on_error: OnError = "fail"
+    calls: str | Path | Iterable[Call | BadCall | dict[str, Any]], *, on_error: OnError = "fail"
 ) -> tuple[list[Call], list[BadCall]]:
     """Calls from a capture file or from Python objects (dicts or `Call`s), and the bad records.
 
@@ -189,7 +189,7 @@ def read_calls(
         calls = calls if isinstance(calls, list) else list(calls)
         if all(type(c) is Call for c in calls):  # noqa: E721 (exactly Call objects: nothing to parse)
             return cast("list[Call]", calls), []
-        items = (c if isinstance(c, Call) else parse_call(c, f"calls[{i}]") for i, c in enumerate(calls))
+        items = (c if isinstance(c, (Call, BadRecord)) else parse_call(c, f"calls[{i}]") for i, c in enumerate(calls))
     good: list[Call] = []
     bad: list[BadCall] = []
     for c in items:

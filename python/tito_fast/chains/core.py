@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tito_fast import _deps
-from tito_fast._core import assemble_calls
+from tito_fast._core import assemble_calls, check_call_texts
 from tito_fast.chains.calls import (
     MAX_ID,
     BadCall,
@@ -25,6 +25,7 @@ from tito_fast.chains.calls import (
     Sessions,
     call_order,
     group_sessions,
+    parse_call,
     parse_messages,
     parse_tools,
     read_calls,
@@ -568,18 +569,106 @@ class _Rows:
         return [v for v, _ in self.chunks], [o for _, o in self.chunks]
 
 
-def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batch], list[BadCall], int]:
+def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray | None, list[BadCall]] | None:
+    """The rows of a capture table the columnar path may take, checked by the
+    one reader's rules: (the table of good rows, their row numbers in
+    `table` (None: all rows), the bad rows as `BadCall`s with the reader's
+    reason, `chains.calls.parse_call`). None when a column has a type the
+    columnar path does not read (then every row goes through the reader).
+    Raises `CallsError` for the first bad row under `on_error="fail"`."""
+    pa, pc = _deps.pyarrow(), _deps.pyarrow_compute()
+    types = pa.types
+    n = table.num_rows
+    names = set(table.column_names)
+
+    def typ(col: str) -> Any:
+        return table.column(col).type if col in names else None
+
+    def is_list_of(t: Any, *kinds: Any) -> bool:
+        return t is not None and (types.is_list(t) or types.is_large_list(t)) and any(k(t.value_type) for k in kinds)
+
+    def texts(t: Any) -> bool:
+        return t is None or types.is_string(t) or types.is_large_string(t) or types.is_binary(t) or types.is_large_binary(t) or types.is_null(t)
+
+    sid_t = typ("session_id")
+    if sid_t is None:
+        raise CallsError(f"the capture has no column 'session_id'; its columns are {sorted(table.column_names)}")
+    for col in ("prompt_ids", "completion_ids"):
+        if col not in names:
+            raise CallsError(f"the capture has no column {col!r}; its columns are {sorted(table.column_names)}")
+    if (
+        not (types.is_string(sid_t) or types.is_large_string(sid_t) or types.is_integer(sid_t))
+        or not all(is_list_of(typ(c), types.is_integer) for c in ("prompt_ids", "completion_ids"))
+        or (typ("completion_logprobs") is not None and not is_list_of(typ("completion_logprobs"), types.is_floating, types.is_integer))
+        or (typ("call_index") is not None and not (types.is_integer(typ("call_index")) or types.is_null(typ("call_index"))))
+        or not all(texts(typ(c)) for c in ("messages", "tools", "finish_reason"))
+    ):
+        return None
+    bad = np.asarray(table.column("session_id").is_null())
+    for col in ("prompt_ids", "completion_ids"):
+        c = table.column(col)
+        bad = bad | np.asarray(c.is_null())
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64)
+        flat = pc.list_flatten(c)
+        rows = np.repeat(np.arange(n), lengths)
+        wrong = np.asarray(flat.is_null())
+        if not types.is_uint32(flat.type) and len(flat):
+            v = np.asarray(pc.fill_null(flat, 0).cast(pa.int64() if types.is_signed_integer(flat.type) else pa.uint64()))
+            wrong = wrong | (v < 0) | (v > MAX_ID)
+        bad[rows[wrong]] = True
+        if col == "prompt_ids":
+            bad = bad | (lengths == 0)
+    if "completion_logprobs" in names:
+        lp = table.column("completion_logprobs")
+        given = np.asarray(lp.is_valid())
+        lp_len = np.asarray(pc.fill_null(pc.list_value_length(lp), 0), dtype=np.int64)
+        c_len = np.asarray(pc.fill_null(pc.list_value_length(table.column("completion_ids")), 0), dtype=np.int64)
+        bad = bad | (given & (lp_len != c_len))
+        flat = pc.list_flatten(lp)
+        if len(flat):
+            v = np.asarray(pc.fill_null(flat.cast(pa.float64()), 0.0), dtype=np.float64)
+            wrong = ~np.isfinite(v) | (np.abs(v) > np.finfo(np.float32).max)
+            bad[np.repeat(np.arange(n), lp_len)[wrong]] = True
+    if "call_index" in names and not types.is_null(typ("call_index")):
+        ci = table.column("call_index")
+        v = np.asarray(pc.fill_null(ci.cast(pa.float64()), 0.0))
+        bad = bad | (v < 0) | (v >= 2.0**63)
+    if "messages" in names or "tools" in names:
+        m = table.column("messages").to_pylist() if "messages" in names else [None] * n
+        t = table.column("tools").to_pylist() if "tools" in names else [None] * n
+        bad = bad | np.asarray([r is not None for r in check_call_texts(m, t)], dtype=bool)
+    if not bad.any():
+        return table, None, []
+    out: list[BadCall] = []
+    for r in np.flatnonzero(bad).tolist():
+        c = parse_call(table.slice(r, 1).to_pylist()[0], f"{name}:row {r}" if name else f"row {r}", json_text=True)
+        if not isinstance(c, BadCall):
+            return None  # the reader takes a row the columnar checks refused: let the reader decide every row
+        if on_error == "fail":
+            raise CallsError(f"{c.source}: {c.reason}")
+        out.append(c)
+    keep = np.flatnonzero(~bad)
+    return table.take(pa.array(keep)), keep, out
+
+
+def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batch], list[BadCall], int] | None:
     """A capture table (Arrow, or a Parquet file read whole) as batches of
     sessions for the matching, without a Python object per call: the ids are
     read in place from the list columns, and the calls are put in session and
-    call order by a permutation the matching follows."""
+    call order by a permutation the matching follows. Rows the one reader
+    refuses are bad calls (`_screen`); None when a column's type is one the
+    columnar path does not read (then the rows go through the reader)."""
     pa, pc = _deps.pyarrow(), _deps.pyarrow_compute()
 
+    screened = _screen(table, name, on_error)
+    if screened is None:
+        return None
+    table, row_of, screened_bad = screened
     n = table.num_rows
-    if "session_id" not in table.column_names:
-        raise CallsError(f"the capture has no column 'session_id'; its columns are {sorted(table.column_names)}")
+
     def src(row: int) -> str:
-        return f"{name}:row {row}" if name else f"row {row}"
+        r = row if row_of is None else int(row_of[row])
+        return f"{name}:row {r}" if name else f"row {r}"
 
     sid = table.column("session_id")
     if sid.null_count:
@@ -626,7 +715,10 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     else:
         given_ix, index = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
     order, bad_at, index = call_order(code, index, given_ix)
-    bad = [BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]]) for r in order[bad_at].tolist()]
+    bad = screened_bad + [
+        BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]])
+        for r in order[bad_at].tolist()
+    ]
     if bad and on_error == "fail":
         raise CallsError(f"{bad[0].source}: {bad[0].reason}")
     order = order[~bad_at]
@@ -818,10 +910,16 @@ def assemble(
     pol = resolve_policy(policy)
     fam = _family(tokenizer, family)
     table, name = _as_table(calls)
+    records: Any = calls
     if table is not None:
-        batches, bad, total = _table_batches(table, name, on_error)
-        return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress)
-    good, bad = read_calls(calls, on_error=on_error)
+        got = _table_batches(table, name, on_error)
+        if got is not None:
+            batches, bad, total = got
+            return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress)
+        records = [  # a column type the columnar path does not read: every row through the one reader
+            parse_call(row, f"{name}:row {r}" if name else f"row {r}", json_text=True) for r, row in enumerate(table.to_pylist())
+        ]
+    good, bad = read_calls(records, on_error=on_error)
     sessions, repeated = group_sessions(good)
     if repeated and on_error == "fail":
         raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")

@@ -46,6 +46,8 @@ mod _core {
     #[pymodule_export]
     use super::record::canonical_tools;
     #[pymodule_export]
+    use super::record::check_call_texts;
+    #[pymodule_export]
     use super::record::json_loads;
     #[pymodule_export]
     use super::record::normalize_messages;

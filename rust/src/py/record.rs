@@ -336,3 +336,37 @@ pub fn canonical_tools(py: Python<'_>, tools: &Bound<'_, PyAny>, policy: &str) -
     let out = normalise::tools(&list, policy).map_err(PyValueError::new_err)?;
     values_to_py(py, &out)
 }
+
+/// The capture rules for the `messages` and `tools` JSON text of many rows
+/// (a Parquet capture's text columns, `None` for a null), checked without
+/// building Python objects: per row the reason it is bad, or None.
+#[pyfunction]
+pub fn check_call_texts(
+    py: Python<'_>,
+    messages: &Bound<'_, PyList>,
+    tools: &Bound<'_, PyList>,
+) -> PyResult<Vec<Option<String>>> {
+    if messages.len() != tools.len() {
+        return Err(PyValueError::new_err("arguments 'messages' and 'tools' must have one entry per row"));
+    }
+    let mut rows = Vec::with_capacity(messages.len());
+    for (m, t) in messages.iter().zip(tools.iter()) {
+        let mut map = Map::new();
+        map.insert("session_id".into(), Value::Str(String::new()));
+        map.insert("prompt_ids".into(), Value::Ids(vec![0]));
+        map.insert("completion_ids".into(), Value::Ids(Vec::new()));
+        let mut bad = None;
+        for (key, v) in [("messages", &m), ("tools", &t)] {
+            match py_to_value(v, 1) {
+                Ok(v) => map.insert(key.into(), v),
+                Err(e) => bad = Some(format!("'{key}' holds {e}")),
+            }
+        }
+        rows.push((map, bad));
+    }
+    Ok(py.detach(|| {
+        rows.into_iter()
+            .map(|(map, bad)| bad.or_else(|| schema::call_record(Value::Map(map), true).err().map(|b| b.reason)))
+            .collect()
+    }))
+}
