@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tito_fast.cli.main import EXIT_CODES
-from tito_fast.errors import CATALOGUE
+from tito_fast.errors import BAD_RECORD_CODES, CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -62,3 +62,11 @@ def test_the_error_catalogue_is_documented() -> None:
     assert {exit_code for _, exit_code, _ in CATALOGUE.values()} <= set(EXIT_CODES.values())
     for code in CATALOGUE:
         assert code.isidentifier() and code == code.lower(), code
+
+
+def test_the_bad_record_codes_are_documented() -> None:
+    """docs/scoring.md's "Bad-record codes" table is `tito_fast.errors.BAD_RECORD_CODES`, row for row."""
+    page = (DOCS / "scoring.md").read_text(encoding="utf-8")
+    section = page.split("### Bad-record codes", 1)[1].split("\n#", 1)[0]
+    documented = dict(re.findall(r"^\| `([a-z_0-9]+)` \| (.+?) \|$", section, re.M))
+    assert documented == BAD_RECORD_CODES

@@ -46,6 +46,7 @@ __all__ = [
     "read_call_lines",
     "read_call_row",
     "json_loads",
+    "bad_record_codes",
     "check_call_texts",
     "normalize_messages",
     "canonical_tools",
@@ -62,10 +63,10 @@ DETACH_MIN: Final[int]
 
 
 #: A dump record as the one reader gives it: ("ok", session_id | None, family | None,
-#: messages, token_ids, tools | None, metadata | None) or ("bad", reason, session_id | None).
+#: messages, token_ids, tools | None, metadata | None) or ("bad", reason, session_id | None, code).
 _DumpRead: TypeAlias = (
     tuple[str, str | None, str | None, list[dict[str, Any]], npt.NDArray[np.uint32], list[Any] | None, Any]
-    | tuple[str, str, str | None]
+    | tuple[str, str, str | None, str]
 )
 #: A capture record as the one reader gives it: ("ok", session_id, call_index | None,
 #: prompt_ids, completion_ids, completion_logprobs | None, finish_reason | None,
@@ -75,7 +76,7 @@ _CallRead: TypeAlias = (
         str, str, int | None, npt.NDArray[np.uint32], npt.NDArray[np.uint32], npt.NDArray[np.float32] | None,
         str | None, list[dict[str, Any]] | None, list[Any] | None, Any, Any,
     ]
-    | tuple[str, str, str | None]
+    | tuple[str, str, str | None, str]
 )
 
 def read_dump_lines(lines: list[bytes]) -> list[_DumpRead]:
@@ -94,14 +95,14 @@ def read_dump_row(row: Any, *, json_text: bool = False) -> _DumpRead:
 
     Example:
         >>> read_dump_row({"messages": [], "token_ids": [1]})
-        ('bad', "'messages' must be a non-empty list", None)
+        ('bad', "'messages' must be a non-empty list", None, 'bad_field')
     """
 def read_call_lines(lines: list[bytes]) -> list[_CallRead]:
     """Read capture-file JSONL lines with the one reader (see `read_dump_lines`).
 
     Example:
         >>> read_call_lines([b'{"prompt_ids": [1]}'])[0]
-        ('bad', "missing field 'session_id'", None)
+        ('bad', "missing field 'session_id'", None, 'missing_field')
     """
 def read_call_row(row: Any, *, json_text: bool = False) -> _CallRead:
     """A capture record from a dict, by the same rules as `read_call_lines`.
@@ -117,6 +118,13 @@ def check_call_texts(messages: list[Any], tools: list[Any]) -> list[str | None]:
     Example:
         >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None])[0] is None
         True
+    """
+def bad_record_codes() -> list[tuple[str, str]]:
+    """Every bad-record code with its meaning (`tito_fast.errors.BAD_RECORD_CODES`).
+
+    Example:
+        >>> dict(bad_record_codes())["too_deep"]
+        'JSON nested deeper than 256 levels'
     """
 def json_loads(text: str | bytes) -> Any:
     """JSON text read as every record is read (raises ValueError with the reason).
@@ -609,7 +617,7 @@ class SessionChecker:
         self, lines: list[bytes], *, threads: int | None = None
     ) -> list[
         tuple[str, str | None, int, int, str | None]
-        | tuple[str, str, str | None]
+        | tuple[str, str, str | None, str]
         | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32]]
         | None
     ]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tito_fast._core import PrefixMismatchError, TemplateRenderError, TokenBufferError, TokenInputError
+from tito_fast._core import PrefixMismatchError, TemplateRenderError, TokenBufferError, TokenInputError, bad_record_codes
 
 #: The exit code of `tito-fast` for a problem of its input (an argument, a
 #: file, a template, the installed packages): one line, no traceback.
@@ -274,6 +274,11 @@ _MEANINGS: tuple[tuple[type[BaseException], str], ...] = (
     (Terminated, "stopped by SIGTERM (as Slurm, Kubernetes and Ray stop a job); the reports are marked INCOMPLETE"),
 )
 
+#: Every code a bad record (a `BadRecord` of the score job, a `BadCall` of
+#: `assemble`) can carry, with its meaning; defined once in the Rust core's
+#: reader (rust/src/record/schema.rs).
+BAD_RECORD_CODES: dict[str, str] = dict(bad_record_codes())
+
 #: Every error class by its stable code: (class name, exit code of `tito-fast`, meaning).
 CATALOGUE: dict[str, tuple[str, int, str]] = {
     getattr(cls, "code"): (cls.__name__, getattr(cls, "exit_code"), meaning) for cls, meaning in _MEANINGS
@@ -291,6 +296,7 @@ def exit_code_of(error: BaseException) -> int | None:
 
 
 __all__ = [
+    "BAD_RECORD_CODES",
     "CATALOGUE",
     "INPUT_EXIT",
     "AppendOnlyError",

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tito_fast.score import dump
+from tito_fast.errors import BAD_RECORD_CODES
 from tito_fast.score.dump import BadRecord, Record, read_dump
 from tito_fast.score.run import run_score
 
@@ -73,6 +74,11 @@ def test_each_hostile_record_is_a_bad_record(tmp_path: Path) -> None:
     assert "not valid Unicode" in reasons["surrogate in arguments"]
     assert "metadata" in reasons["surrogate in metadata"]
     assert "session_id" in reasons["surrogate in session id"]
+    codes = {what: rec.code for what, rec in zip(lines, out[1:-1]) if isinstance(rec, BadRecord)}
+    assert set(codes.values()) <= set(BAD_RECORD_CODES)
+    assert codes["big int in ids"] == codes["big int in metadata"] == "int_too_long"
+    assert codes["deep messages"] == codes["deep metadata"] == "too_deep"
+    assert {codes[k] for k in lines if k.startswith("surrogate")} == {"lone_surrogate"}
     # the whole job goes on and counts them
     run = run_score(p, "fixture:qwen3", "qwen3", on_error="skip")
     assert run.summary.complete and len(run.results) == 2 and run.summary.bad_records == len(lines)

@@ -73,7 +73,7 @@ BadCall = BadRecord
 def _call_of(read: tuple[Any, ...], source: str) -> Call | BadCall:
     """A `Call` or `BadCall` from the one reader's tuple (`_core.read_call_lines`)."""
     if read[0] == "bad":
-        return BadCall(source, read[1], read[2])
+        return BadCall(source, read[1], read[2], read[3])
     _, sid, idx, prompt, completion, logprobs, finish, messages, tools, response, metadata = read
     return Call(sid, prompt, completion, idx, logprobs, finish, messages, tools, response, metadata, source)
 
@@ -168,7 +168,7 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
                 yield from flush()
     except (EOFError, OSError, zlib.error) as e:  # a truncated or corrupt gzip stream
         yield from flush()
-        yield BadCall(f"{name}", f"the file ends early or is corrupt ({type(e).__name__}: {e}); the calls before it are kept")
+        yield BadCall(f"{name}", f"the file ends early or is corrupt ({type(e).__name__}: {e}); the calls before it are kept", code="truncated")
         return
     yield from flush()
 
@@ -254,7 +254,7 @@ def group_sessions(calls: list[Call]) -> tuple[Sessions, list[BadCall]]:
     order, bad_at, index = call_order(code, index, given)
     ids = list(codes)
     bad = [
-        BadCall(calls[k].source, f"call_index {int(index[k])} repeats an earlier call of session {calls[k].session_id!r}", calls[k].session_id)
+        BadCall(calls[k].source, f"call_index {int(index[k])} repeats an earlier call of session {calls[k].session_id!r}", calls[k].session_id, "repeated_call")
         for k in order[bad_at].tolist()
     ]
     keep = order[~bad_at]

@@ -716,7 +716,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
         given_ix, index = np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64)
     order, bad_at, index = call_order(code, index, given_ix)
     bad = screened_bad + [
-        BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]])
+        BadCall(src(r), f"call_index {int(index[r])} repeats an earlier call of session {ids[code[r]]!r}", ids[code[r]], "repeated_call")
         for r in order[bad_at].tolist()
     ]
     if bad and on_error == "fail":

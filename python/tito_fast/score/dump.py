@@ -92,14 +92,16 @@ class RawLine:
 
 @dataclass
 class BadRecord:
-    """A record that cannot be scored, and why."""
+    """A record that cannot be scored, and why: `code` is one of
+    `tito_fast.errors.BAD_RECORD_CODES` (stable), `reason` says it in words."""
 
     source: str
     reason: str
     session_id: str | None = None
+    code: str = "unscorable"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "session_id": self.session_id, "reason": self.reason}
+        return {"source": self.source, "session_id": self.session_id, "code": self.code, "reason": self.reason}
 
 
 def dump_format(path: str | Path) -> str:
@@ -237,7 +239,7 @@ def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None, r
                 pos += len(chunk)
                 if chunk.endswith(b"\n"):
                     break
-            yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)")
+            yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)", code="too_large")
         elif raw:
             if not line.isspace():  # (no copy of the line, as strip() makes)
                 yield RawLine(name, lineno, line)
@@ -281,7 +283,7 @@ def _jsonl_record(name: str, lineno: int, raw: bytes) -> Record | BadRecord | No
 def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | BadRecord:
     """A `Record` or `BadRecord` from the reader's tuple (`_core.read_dump_lines`)."""
     if read[0] == "bad":
-        return BadRecord(source, read[1], read[2])
+        return BadRecord(source, read[1], read[2], read[3])
     _, sid, family, messages, token_ids, tools, metadata = read
     return Record(source, default_id if sid is None else sid, messages, token_ids, tools=tools, family=family, metadata=metadata)
 

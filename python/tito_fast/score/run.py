@@ -129,12 +129,12 @@ def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -
     try:
         return score()
     except ScoreError as e:
-        return BadRecord(source, str(e), session_id)
+        return BadRecord(source, str(e), session_id, "unscorable")
     except (KeyboardInterrupt, MemoryError, MissingDependency):  # not the record's fault
         raise
     except Exception as e:  # one record must never end the job; say it looks like a bug
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
-        return BadRecord(source, f"unexpected error scoring this record ({what}); please report it", session_id)
+        return BadRecord(source, f"unexpected error scoring this record ({what}); please report it", session_id, "internal")
 
 
 def score_batch(
@@ -157,7 +157,7 @@ def score_batch(
             continue
         outcome = next(outcomes, None)
         if outcome is not None and outcome[0] == "bad":  # the one reader's verdict
-            out.append(BadRecord(it.source, outcome[1], outcome[2]))
+            out.append(BadRecord(it.source, outcome[1], outcome[2], outcome[3]))
             continue
         if outcome is not None and outcome[0] == "clean":
             _, sid, turns, num_ids, meta = outcome
@@ -487,7 +487,7 @@ class ScoreStream:
     @property
     def bad(self) -> list[BadRecord]:
         """The first bad records (all are counted in `summary.bad_records`), and the one a run stopped at."""
-        out = [BadRecord(e["source"], e["reason"], e.get("session_id")) for e in self._builder.errors]
+        out = [BadRecord(e["source"], e["reason"], e.get("session_id"), e.get("code", "unscorable")) for e in self._builder.errors]
         last = self._builder.last_bad
         if last is not None and (not out or out[-1].source != last.source):
             out.append(last)

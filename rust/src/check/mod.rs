@@ -43,7 +43,7 @@ pub enum LineOutcome {
     Python(&'static str),
     /// A record that cannot be scored: the reader's reason (and its session
     /// id when it has one; None: the record has none, or it is unusable).
-    Bad { reason: String, session_id: Option<String> },
+    Bad { code: &'static str, reason: String, session_id: Option<String> },
     /// The session's ids equal the fresh render's (after the trailing trim):
     /// no mismatches, nothing to diagnose.
     Clean { session_id: Option<String>, turns: usize, num_ids: usize, metadata: Option<String> },
@@ -77,11 +77,12 @@ fn map_template(m: &Map) -> Step<T> {
 pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> LineOutcome {
     let rec = match schema::dump_line(line) {
         Ok(rec) => rec,
-        Err(bad) => return LineOutcome::Bad { reason: bad.reason, session_id: bad.session_id },
+        Err(bad) => return LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
     };
     if let Some(f) = &rec.family {
         if *f != setup.family {
             return LineOutcome::Bad {
+                code: "unscorable",
                 // the wording of `Scorer.check_record`, where a record the Python path reads is checked
                 reason: format!(
                     "record is for family {}, the scorer for {}",

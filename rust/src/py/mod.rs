@@ -44,6 +44,8 @@ mod _core {
     #[pymodule_export]
     use super::kernels::trim_trailing;
     #[pymodule_export]
+    use super::record::bad_record_codes;
+    #[pymodule_export]
     use super::record::canonical_tools;
     #[pymodule_export]
     use super::record::check_call_texts;

@@ -142,8 +142,15 @@ pub(crate) fn py_to_value(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value,
     Err(format!("a value of type {name}"))
 }
 
+/// The bad-record codes and their meanings (the catalogue,
+/// `crate::record::schema::BAD_RECORD_CODES`).
+#[pyfunction]
+pub fn bad_record_codes() -> Vec<(&'static str, &'static str)> {
+    schema::BAD_RECORD_CODES.to_vec()
+}
+
 fn bad_to_py(py: Python<'_>, bad: Bad) -> PyResult<Py<PyAny>> {
-    Ok(("bad", bad.reason, bad.session_id).into_pyobject(py)?.into_any().unbind())
+    Ok(("bad", bad.reason, bad.session_id, bad.code).into_pyobject(py)?.into_any().unbind())
 }
 
 fn dump_to_py(py: Python<'_>, r: Result<schema::DumpRecord, Bad>) -> PyResult<Py<PyAny>> {
@@ -224,8 +231,23 @@ pub fn read_call_lines(py: Python<'_>, lines: &Bound<'_, PyList>) -> PyResult<Ve
     read.into_iter().map(|r| call_to_py(py, r)).collect()
 }
 
+/// The code of what `py_to_value` refused (as the JSON reader codes the same).
+fn value_code(msg: &str) -> &'static str {
+    if msg.contains("lone surrogate") {
+        "lone_surrogate"
+    } else if msg.contains("digits") {
+        "int_too_long"
+    } else if msg.contains("nested deeper") {
+        "too_deep"
+    } else if msg.contains("not UTF-8") {
+        "not_utf8"
+    } else {
+        "bad_field"
+    }
+}
+
 fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
-    let bad = |reason: String| Bad { reason, session_id: None };
+    let bad = |reason: String| Bad { code: value_code(&reason), reason, session_id: None };
     let Ok(d) = row.cast::<PyDict>() else {
         return py_to_value(row, 0).map_err(|m| bad(format!("the record holds {m}")));
     };

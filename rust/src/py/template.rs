@@ -268,8 +268,8 @@ impl SessionChecker {
             .map(|o| -> PyResult<Py<PyAny>> {
                 Ok(match o {
                     LineOutcome::Python(_) => py.None(),
-                    LineOutcome::Bad { reason, session_id } => {
-                        ("bad", reason, session_id).into_pyobject(py)?.into_any().unbind()
+                    LineOutcome::Bad { code, reason, session_id } => {
+                        ("bad", reason, session_id, code).into_pyobject(py)?.into_any().unbind()
                     }
                     LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
                         ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()

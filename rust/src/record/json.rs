@@ -197,6 +197,21 @@ impl JsonError {
         }
     }
 
+    /// The bad-record code of this error (see `schema::BAD_RECORD_CODES`).
+    pub fn code(&self) -> &'static str {
+        if self.what.starts_with("not UTF-8") {
+            "not_utf8"
+        } else if self.what.starts_with("nested deeper") {
+            "too_deep"
+        } else if self.what.starts_with("an integer of") {
+            "int_too_long"
+        } else if self.what.contains("lone surrogate") {
+            "lone_surrogate"
+        } else {
+            "invalid_json"
+        }
+    }
+
     /// The member the error is in (`messages[1].content`), when it is inside one.
     pub fn where_(&self) -> Option<String> {
         let mut out = String::new();

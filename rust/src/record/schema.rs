@@ -12,11 +12,44 @@ pub const CALL_IDS: &[&str] = &["prompt_ids", "completion_ids"];
 /// The largest id.
 pub const MAX_ID: u64 = u32::MAX as u64;
 
-/// Why a record cannot be used, with its session id when it has a usable one.
+/// Why a record cannot be used: a stable code (one of [`BAD_RECORD_CODES`]),
+/// the reason in words, and its session id when it has a usable one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bad {
+    pub code: &'static str,
     pub reason: String,
     pub session_id: Option<String>,
+}
+
+/// Every code a bad record can carry, with its meaning: the catalogue
+/// (`tito_fast.errors.BAD_RECORD_CODES` exports it).
+pub const BAD_RECORD_CODES: &[(&str, &str)] = &[
+    ("not_utf8", "the line is not UTF-8 (the first bad byte is named)"),
+    ("invalid_json", "the line is not one JSON value (the parser's reason, member and column)"),
+    ("too_deep", "JSON nested deeper than 256 levels"),
+    ("int_too_long", "an integer of more than 4,300 digits"),
+    ("lone_surrogate", "a string holding a lone UTF-16 surrogate (not valid Unicode)"),
+    ("not_an_object", "the record is not a JSON object"),
+    ("missing_field", "a required field is missing or null"),
+    ("bad_field", "a field of the wrong type or shape (session_id, family, messages, tools, finish_reason, call_index)"),
+    ("bad_ids", "an id list that is not a list of ints from 0 to 4294967295 (or an empty prompt or session)"),
+    ("bad_logprobs", "completion_logprobs that are not one finite float32 number (or null) per completion id"),
+    ("too_large", "a record over the size limit (MAX_RECORD_BYTES), read no further"),
+    ("truncated", "the file ends early or is corrupt (a cut gzip stream); the records before it are kept"),
+    ("repeated_call", "a call_index that repeats an earlier call of its session"),
+    ("unscorable", "a record that reads well but cannot be scored (another family, an id outside the vocabulary, a template that refuses it)"),
+    ("internal", "an unexpected error scoring the record (a bug: please report it)"),
+];
+
+impl Bad {
+    fn new(code: &'static str, reason: impl Into<String>, session_id: Option<String>) -> Self {
+        Bad { code, reason: reason.into(), session_id }
+    }
+
+    /// A bad record for a text that is not JSON.
+    pub fn json(e: &json::JsonError, text: &[u8]) -> Self {
+        Bad::new(e.code(), e.describe(text), None)
+    }
 }
 
 type Res<T> = Result<T, String>;
@@ -112,13 +145,22 @@ fn session_id(v: &Value) -> Res<String> {
     }
 }
 
+/// Why a JSON text column's value is not JSON (the code and the reason).
+struct TextError(&'static str, String);
+
+impl TextError {
+    fn bad(self, session_id: &Option<String>) -> Bad {
+        Bad::new(self.0, self.1, session_id.clone())
+    }
+}
+
 /// `v`, or the value of its JSON text when `json_text` and `v` is a string
 /// (a Parquet text column).
-fn maybe_json(v: Value, json_text: bool, name: &str) -> Res<Value> {
+fn maybe_json(v: Value, json_text: bool, name: &str) -> Result<Value, TextError> {
     match v {
         Value::Str(s) if json_text => json::parse(s.as_bytes(), &[]).map_err(|e| {
-            format!("{name}: {}", e.describe(s.as_bytes()))
-                .replace("invalid JSON: ", "invalid JSON in the text column: ")
+            let reason = format!("{name}: {}", e.describe(s.as_bytes()));
+            TextError(e.code(), reason.replace("invalid JSON: ", "invalid JSON in the text column: "))
         }),
         v => Ok(v),
     }
@@ -164,7 +206,7 @@ fn take(obj: &mut Map, key: &str) -> Value {
 }
 
 fn not_object(v: &Value, what: &str) -> Bad {
-    Bad { reason: format!("{what} must be a JSON object, got {}", v.type_name()), session_id: None }
+    Bad::new("not_an_object", format!("{what} must be a JSON object, got {}", v.type_name()), None)
 }
 
 /// A score dump's record from its parsed value. `json_text`: messages,
@@ -173,25 +215,27 @@ pub fn dump_record(v: Value, json_text: bool) -> Result<DumpRecord, Bad> {
     let Value::Map(mut obj) = v else { return Err(not_object(&v, "a record")) };
     let sid = match take(&mut obj, "session_id") {
         Value::Null => None,
-        v => Some(session_id(&v).map_err(|reason| Bad { reason, session_id: None })?),
+        v => Some(session_id(&v).map_err(|reason| Bad::new("bad_field", reason, None))?),
     };
-    let bad = |reason: String| Bad { reason, session_id: sid.clone() };
+    let bad = |code: &'static str, reason: String| Bad::new(code, reason, sid.clone());
     let family = match take(&mut obj, "family") {
         Value::Null => None,
         Value::Str(s) => Some(s),
-        other => return Err(bad(format!("'family' must be a string, got {}", other.type_name()))),
+        other => return Err(bad("bad_field", format!("'family' must be a string, got {}", other.type_name()))),
     };
     let raw_messages = take(&mut obj, "messages");
     let raw_ids = take(&mut obj, "token_ids");
     for (key, v) in [("messages", &raw_messages), ("token_ids", &raw_ids)] {
         if v.is_null() {
-            return Err(bad(format!("missing field '{key}'")));
+            return Err(bad("missing_field", format!("missing field '{key}'")));
         }
     }
-    let messages = messages(maybe_json(raw_messages, json_text, "'messages'").map_err(&bad)?).map_err(&bad)?;
-    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(&bad)?).map_err(&bad)?;
-    let token_ids = ids(raw_ids, "token_ids", false).map_err(&bad)?;
-    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(&bad)? {
+    let messages = messages(maybe_json(raw_messages, json_text, "'messages'").map_err(|e| e.bad(&sid))?)
+        .map_err(|r| bad("bad_field", r))?;
+    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(|e| e.bad(&sid))?)
+        .map_err(|r| bad("bad_field", r))?;
+    let token_ids = ids(raw_ids, "token_ids", false).map_err(|r| bad("bad_ids", r))?;
+    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(|e| e.bad(&sid))? {
         Value::Null => None,
         m => Some(json_safe(m)),
     };
@@ -200,7 +244,7 @@ pub fn dump_record(v: Value, json_text: bool) -> Result<DumpRecord, Bad> {
 
 /// A score dump's record from one JSONL line.
 pub fn dump_line(line: &[u8]) -> Result<DumpRecord, Bad> {
-    let v = json::parse(line, DUMP_IDS).map_err(|e| Bad { reason: e.describe(line), session_id: None })?;
+    let v = json::parse(line, DUMP_IDS).map_err(|e| Bad::json(&e, line))?;
     dump_record(v, false)
 }
 
@@ -238,55 +282,63 @@ fn logprobs(v: Value, n: usize) -> Res<Option<Vec<f32>>> {
 pub fn call_record(v: Value, json_text: bool) -> Result<CallRecord, Bad> {
     let Value::Map(mut obj) = v else { return Err(not_object(&v, "a call")) };
     let sid = match take(&mut obj, "session_id") {
-        Value::Null => return Err(Bad { reason: "missing field 'session_id'".into(), session_id: None }),
-        v => session_id(&v).map_err(|reason| Bad { reason, session_id: None })?,
+        Value::Null => return Err(Bad::new("missing_field", "missing field 'session_id'", None)),
+        v => session_id(&v).map_err(|reason| Bad::new("bad_field", reason, None))?,
     };
-    let bad = |reason: String| Bad { reason, session_id: Some(sid.clone()) };
+    let some_sid = Some(sid.clone());
+    let bad = |code: &'static str, reason: String| Bad::new(code, reason, Some(sid.clone()));
     let call_index = match take(&mut obj, "call_index") {
         Value::Null => None,
         Value::Int(i) if i >= 0 => Some(i as u64),
         other => {
-            return Err(bad(format!("'call_index' must be a non-negative int below 2**63, got {}", short_repr(&other))))
+            return Err(bad(
+                "bad_field",
+                format!("'call_index' must be a non-negative int below 2**63, got {}", short_repr(&other)),
+            ))
         }
     };
     let raw_prompt = take(&mut obj, "prompt_ids");
     let raw_completion = take(&mut obj, "completion_ids");
     for (key, v) in [("prompt_ids", &raw_prompt), ("completion_ids", &raw_completion)] {
         if v.is_null() {
-            return Err(bad(format!("missing field '{key}'")));
+            return Err(bad("missing_field", format!("missing field '{key}'")));
         }
     }
-    let prompt_ids = ids(raw_prompt, "prompt_ids", false).map_err(&bad)?;
-    let completion_ids = ids(raw_completion, "completion_ids", true).map_err(&bad)?;
-    let messages = match maybe_json(take(&mut obj, "messages"), json_text, "'messages'").map_err(&bad)? {
-        Value::Null => None,
-        Value::List(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            for m in items {
-                match m {
-                    Value::Map(m) => out.push(m),
-                    _ => return Err(bad("'messages' must be a list of objects".into())),
+    let prompt_ids = ids(raw_prompt, "prompt_ids", false).map_err(|r| bad("bad_ids", r))?;
+    let completion_ids = ids(raw_completion, "completion_ids", true).map_err(|r| bad("bad_ids", r))?;
+    let messages =
+        match maybe_json(take(&mut obj, "messages"), json_text, "'messages'").map_err(|e| e.bad(&some_sid))? {
+            Value::Null => None,
+            Value::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for m in items {
+                    match m {
+                        Value::Map(m) => out.push(m),
+                        _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
+                    }
                 }
+                Some(out)
             }
-            Some(out)
-        }
-        _ => return Err(bad("'messages' must be a list of objects".into())),
-    };
-    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(&bad)?).map_err(&bad)?;
-    let completion_logprobs = logprobs(take(&mut obj, "completion_logprobs"), completion_ids.len()).map_err(&bad)?;
+            _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
+        };
+    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(|e| e.bad(&some_sid))?)
+        .map_err(|r| bad("bad_field", r))?;
+    let completion_logprobs =
+        logprobs(take(&mut obj, "completion_logprobs"), completion_ids.len()).map_err(|r| bad("bad_logprobs", r))?;
     let finish_reason = match take(&mut obj, "finish_reason") {
         Value::Null => None,
         Value::Str(s) => Some(s),
-        other => return Err(bad(format!("'finish_reason' must be a string, got {}", other.type_name()))),
+        other => return Err(bad("bad_field", format!("'finish_reason' must be a string, got {}", other.type_name()))),
     };
     let response = match take(&mut obj, "response") {
         Value::Null => None,
         v => Some(json_safe(v)),
     };
-    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(&bad)? {
-        Value::Null => None,
-        m => Some(json_safe(m)),
-    };
+    let metadata =
+        match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(|e| e.bad(&some_sid))? {
+            Value::Null => None,
+            m => Some(json_safe(m)),
+        };
     Ok(CallRecord {
         session_id: sid,
         call_index,
@@ -303,7 +355,7 @@ pub fn call_record(v: Value, json_text: bool) -> Result<CallRecord, Bad> {
 
 /// A capture file's record from one JSONL line.
 pub fn call_line(line: &[u8]) -> Result<CallRecord, Bad> {
-    let v = json::parse(line, CALL_IDS).map_err(|e| Bad { reason: e.describe(line), session_id: None })?;
+    let v = json::parse(line, CALL_IDS).map_err(|e| Bad::json(&e, line))?;
     call_record(v, false)
 }
 
