@@ -247,7 +247,14 @@ def test_sigterm_stops_assemble_cleanly(start: Callable[..., Run], big: dict[str
 
 
 def test_sigterm_in_process_is_an_interrupt(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # another library (Ray) may have set its own
+    try:
+        _sigterm_in_process(monkeypatch, capsys)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _sigterm_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
 
     def terminated(*args: Any, **kwargs: Any) -> Any:
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # else the signal below ends pytest
