@@ -378,3 +378,25 @@ def test_an_assembly_does_not_keep_the_input_alive() -> None:
     gc.collect()
     assert all(r() is None for r in refs)
     assert [c.ids.tolist() for c in a.chains()] == [[1, 2, 3, 7], [1, 2, 4, 7], [1, 2, 5, 7]]
+
+
+def test_assemble_needs_no_template_the_family_renders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The family's ids (trims, markers) come from `family_facts`: a template the
+    family refuses to render never stops assembly; message indexes then come
+    from the rendered blocks."""
+    import tito_fast.chat.families as families
+    from tito_fast.errors import TemplateNotAppendOnlyError
+    from tito_fast.testing import fixtures
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TemplateNotAppendOnlyError("not append-only")
+
+    monkeypatch.setattr(families, "get_tito_tokenizer", refuse)
+    tok = fixtures.load_tokenizer("qwen3")
+    prompt = tok.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    reply = tok.encode("yo<|im_end|>", add_special_tokens=False)
+    call = {"session_id": "s", "prompt_ids": prompt, "completion_ids": reply, "messages": [{"role": "user", "content": "hi"}]}
+    a = assemble([call], tokenizer=tok, family="qwen3")
+    chain = a.sessions["s"][0]
+    assert chain.ids.tolist() == prompt + reply
+    assert chain.role[1] == "user" and chain.role[-1] == "assistant"

@@ -325,7 +325,7 @@ def _family(tokenizer: Any, family: Any) -> _Family:
         if family is not None:
             raise ValueError("family needs a tokenizer (its trim ids and message markers are the tokenizer's ids)")
         return _Family([], 0, [], None, None)
-    from tito_fast.chat.families import get_tito_tokenizer
+    from tito_fast.chat.families import family_facts, get_tito_tokenizer
 
     if isinstance(tokenizer, (str, Path)):
         from tito_fast.score.run import load_tokenizer
@@ -340,14 +340,23 @@ def _family(tokenizer: Any, family: Any) -> _Family:
 
             raise FamilyError("the tokenizer's chat template names no known family: pass family=")
         family = found[0]
-    tito = get_tito_tokenizer(tokenizer, family)
-    cmp = tito.create_comparator()
+    facts = family_facts(tokenizer, family)  # ids only: no template is needed to assemble
+    cmp = facts.create_comparator(tokenizer)
     tracker = cmp.role_tracker
     boundary = sorted(set(tracker.fixed) | set(tracker.named))
-    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-        return str(tito.apply_chat_template(messages, add_generation_prompt=False, tools=tools))
+    built: list[Any] = []  # the family's renderer, built on first use (message indexes only)
 
-    return _Family(sorted(tito.trailing_token_ids or ()), int(tito.max_trim_tokens), boundary, cmp, tracker, render)
+    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        if not built:
+            try:
+                built.append(get_tito_tokenizer(tokenizer, family))
+            except (ValueError, ImportError) as e:  # a template the family does not render: the markers name messages
+                built.append(e)
+        if isinstance(built[0], Exception):
+            raise built[0]
+        return str(built[0].apply_chat_template(messages, add_generation_prompt=False, tools=tools))
+
+    return _Family(sorted(facts.trailing_token_ids), int(facts.max_trim_tokens), boundary, cmp, tracker, render)
 
 
 def _csr(sessions: Sessions) -> dict[str, Any]:

@@ -199,11 +199,10 @@ class TitoTokenizer:
                 )
             roles = requested
         self.allowed_append_roles: frozenset[str] = roles
-        self.max_trim_tokens: int = config.max_trim_tokens
-        self.assistant_start_str: str | None = assistant_start_str if assistant_start_str is not None else config.assistant_start_str
-        self.trailing_token_ids: frozenset[int] = frozenset(
-            _single_id(tokenizer, t, f"family {config.name} trailing") for t in config.trailing
-        )
+        facts = family_facts(tokenizer, config)
+        self.max_trim_tokens: int = facts.max_trim_tokens
+        self.assistant_start_str: str | None = assistant_start_str if assistant_start_str is not None else facts.assistant_start_str
+        self.trailing_token_ids: frozenset[int] = facts.trailing_token_ids
         self._append_after = (
             (
                 _single_id(tokenizer, config.append_after[0], f"family {config.name} append_after"),
@@ -215,7 +214,7 @@ class TitoTokenizer:
         self._drop_last = frozenset(
             _single_id(tokenizer, t, f"family {config.name} drop_last_if_in") for t in config.drop_last_if_in
         )
-        self.special_token_ids: set[int] | None = self._boundary()
+        self.special_token_ids: set[int] | None = facts.special_token_ids
         # A transformers fast tokenizer encodes exactly as its backend does
         # unless it splits special tokens itself.
         rust_tok = backend_of(tokenizer)
@@ -365,14 +364,6 @@ class TitoTokenizer:
             options["chat_template"], options["check_template"] = self.chat_template, False  # already chosen
         return TitoTokenizer(self.tokenizer, self.config, merged, **options)
 
-    def _boundary(self) -> set[int] | None:
-        c = self.config
-        if c.boundary == "auto":
-            if not c.boundary_exclude:
-                return None  # the comparator detects them
-            auto = TokenSeqComparator.collect_special_ids(self.tokenizer)
-            return auto - {_single_id(self.tokenizer, t, f"family {c.name} boundary_exclude") for t in c.boundary_exclude}
-        return {_single_id(self.tokenizer, t, f"family {c.name} boundary") for t in c.boundary}
 
     # -- rendering -------------------------------------------------------
 
@@ -684,22 +675,68 @@ def get_tito_tokenizer(
         if family is not None and _family_name(family) != _family_name(tokenizer_type):
             raise FamilyError(f"family {_family_name(family)!r} and tokenizer_type {_family_name(tokenizer_type)!r} disagree; pass one")
         family = tokenizer_type
-    if family is None:
-        family = "default"
-    if isinstance(family, FamilyConfig):
-        config = family
-    elif isinstance(family, Mapping):
-        config = FamilyConfig.from_dict(family)
-    else:
-        name = _family_name(family)
-        try:
-            config = FAMILIES[name]
-        except KeyError:
-            raise FamilyError(f"unknown family {name!r}; known: {sorted(FAMILIES)}") from None
+    config = family_config(family)
     return TitoTokenizer(
         tokenizer, config, chat_template_kwargs, assistant_start_str=assistant_start_str,
         allowed_append_roles=allowed_append_roles, **options,
     )
+
+
+def family_config(family: str | FamilyConfig | Mapping[str, Any] | None) -> FamilyConfig:
+    """The `FamilyConfig` of a family name (None: "default"), a config, or a dict of one."""
+    if family is None:
+        family = "default"
+    if isinstance(family, FamilyConfig):
+        return family
+    if isinstance(family, Mapping):
+        return FamilyConfig.from_dict(family)
+    name = _family_name(family)
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise FamilyError(f"unknown family {name!r}; known: {sorted(FAMILIES)}") from None
+
+
+@dataclass(frozen=True)
+class FamilyFacts:
+    """What a family says of a tokenizer's ids, without rendering anything: the
+    ids trimmed from both tails, how many may be trimmed from stored ids, the
+    comparator's boundary ids (None: the tokenizer's special ids) and the
+    assistant start. `TitoTokenizer` takes these from here; so does
+    `tito_fast.assemble`, which needs no template for them.
+
+    Example:
+        >>> family_facts(tok, "glm47").max_trim_tokens  # doctest: +SKIP
+        1
+    """
+
+    family: str
+    trailing_token_ids: frozenset[int]
+    max_trim_tokens: int
+    special_token_ids: set[int] | None
+    assistant_start_str: str | None
+
+    def create_comparator(self, tokenizer: Any) -> Any:
+        """A `TokenSeqComparator` with these boundary ids, trims and assistant start."""
+        return TokenSeqComparator(
+            tokenizer, self.assistant_start_str, special_token_ids=self.special_token_ids,
+            trim_trailing_ids=self.trailing_token_ids or None,
+        )  # fmt: skip
+
+
+def family_facts(tokenizer: Any, family: str | FamilyConfig | Mapping[str, Any] | None) -> FamilyFacts:
+    """The `FamilyFacts` of `family` for `tokenizer` (raises `FamilyError` when a
+    token the family names is not one token of this tokenizer)."""
+    c = family_config(family)
+    if c.boundary == "auto":
+        boundary: set[int] | None = None  # the comparator detects them
+        if c.boundary_exclude:
+            auto = TokenSeqComparator.collect_special_ids(tokenizer)
+            boundary = auto - {_single_id(tokenizer, t, f"family {c.name} boundary_exclude") for t in c.boundary_exclude}
+    else:
+        boundary = {_single_id(tokenizer, t, f"family {c.name} boundary") for t in c.boundary}
+    trailing = frozenset(_single_id(tokenizer, t, f"family {c.name} trailing") for t in c.trailing)
+    return FamilyFacts(c.name, trailing, c.max_trim_tokens, boundary, c.assistant_start_str)
 
 
 def _family_name(family: Any) -> str:
@@ -711,12 +748,15 @@ def _family_name(family: Any) -> str:
 __all__ = [
     "FAMILIES",
     "FamilyConfig",
+    "FamilyFacts",
     "FamilyError",
     "RenderDiffError",
     "ReplayOutcome",
     "TemplateNotAppendOnlyError",
     "TitoTokenizer",
     "TurnNotProducibleError",
+    "family_config",
+    "family_facts",
     "get_tito_tokenizer",
     "patch_template",
     "thinking_on",
