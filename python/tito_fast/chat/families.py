@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections import OrderedDict
@@ -320,30 +321,32 @@ class TitoTokenizer:
         """Replay the canned conversations with `template`; None when none of them
         fails (retokenized seams and turns no engine could produce do not count),
         else (first differing id or None, what differs)."""
-        saved = self.chat_template, self._fast_encode
-        self.chat_template, self._fast_encode = template, False  # the tokenizer's own encode: no encoder built for this
-        try:
-            skipped = ""
-            judged = 0
-            for messages in canned_conversations(self.allowed_append_roles, thinking_on(self.chat_template_kwargs)):
-                outcome = self.check_replay(messages, CANNED_TOOLS)
-                if outcome.status == "fail":
-                    where = (
-                        f"full render {outcome.expected_text!r}, merged {outcome.actual_text!r}"
-                        if outcome.divergence is not None
-                        else outcome.detail
-                    )
-                    return outcome.divergence, where
-                if outcome.status == "skip":
-                    skipped = skipped or outcome.detail
-                else:
-                    judged += 1
-            return None if judged else (None, f"no canned conversation could be replayed ({skipped})")
-        finally:
-            self.chat_template, self._fast_encode = saved
-            with self._cache_lock:
-                self._base_cache.clear()
-            self.renders = 0
+        trial = self._with_template(template)
+        skipped = ""
+        judged = 0
+        for messages in canned_conversations(self.allowed_append_roles, thinking_on(self.chat_template_kwargs)):
+            outcome = trial.check_replay(messages, CANNED_TOOLS)
+            if outcome.status == "fail":
+                where = (
+                    f"full render {outcome.expected_text!r}, merged {outcome.actual_text!r}"
+                    if outcome.divergence is not None
+                    else outcome.detail
+                )
+                return outcome.divergence, where
+            if outcome.status == "skip":
+                skipped = skipped or outcome.detail
+            else:
+                judged += 1
+        return None if judged else (None, f"no canned conversation could be replayed ({skipped})")
+
+    def _with_template(self, template: str) -> TitoTokenizer:
+        """A trial copy of this family rendering `template`, encoding with the
+        tokenizer's own encode (no encoder built for a trial), with caches of
+        its own: this object is never changed by a trial."""
+        trial = copy.copy(self)
+        trial.chat_template, trial._fast_encode, trial._fast_encoder = template, False, None
+        trial._base_cache, trial._cache_lock, trial.renders = OrderedDict(), threading.Lock(), 0
+        return trial
 
     def clone_with_chat_template_kwargs(self, request_kwargs: Mapping[str, Any]) -> TitoTokenizer:
         """A copy of this family with a request's template kwargs on top of its own;
