@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,28 @@ def test_an_unexpected_error_in_one_record_is_a_bad_record(monkeypatch: pytest.M
     monkeypatch.setattr(scorer, "score", broken)
     out = score_one(scorer, rec)
     assert isinstance(out, BadRecord) and "unexpected error scoring this record (IndexError" in out.reason
+
+
+def test_a_truncated_gzip_dump_ends_with_a_counted_bad_record(tmp_path: Path) -> None:
+    import gzip
+
+    from tito_fast.chains import assemble
+
+    good = _good()
+    rows = (dict(good, session_id=f"s{i}", metadata={"noise": os.urandom(3000).hex()}) for i in range(60))
+    whole = gzip.compress(("\n".join(map(json.dumps, rows)) + "\n").encode())
+    p = tmp_path / "cut.jsonl.gz"
+    p.write_bytes(whole[: len(whole) * 2 // 3])
+    run = run_score(p, "fixture:qwen3", "qwen3", on_error="skip")
+    assert run.results and [b.code for b in run.bad] == ["truncated"] and run.summary.bad_records == 1
+    ids = good["token_ids"]
+    calls = gzip.compress(
+        "\n".join(
+            json.dumps({"session_id": "s", "call_index": i, "prompt_ids": ids[: 10 + i], "completion_ids": [ids[10 + i]], "metadata": os.urandom(2000).hex()})
+            for i in range(300)
+        ).encode()
+    )
+    c = tmp_path / "cut_calls.jsonl.gz"
+    c.write_bytes(calls[: len(calls) // 2])
+    a = assemble(c, on_error="skip")
+    assert a.summary.calls > 0 and [b.code for b in a.bad] == ["truncated"]

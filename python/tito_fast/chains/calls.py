@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -157,19 +156,14 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
             yield _call_of(read, source)
         pending.clear()
 
-    try:
-        for item in read_lines(p):
-            if isinstance(item, BadRecord):
-                yield from flush()
-                yield item
-                continue
-            pending.append((item.source, item.data))
-            if len(pending) >= _LINES_PER_READ:
-                yield from flush()
-    except (EOFError, OSError, zlib.error) as e:  # a truncated or corrupt gzip stream
-        yield from flush()
-        yield BadCall(f"{name}", f"the file ends early or is corrupt ({type(e).__name__}: {e}); the calls before it are kept", code="truncated")
-        return
+    for item in read_lines(p):
+        if isinstance(item, BadRecord):
+            yield from flush()
+            yield item
+            continue
+        pending.append((item.source, item.data))
+        if len(pending) >= _LINES_PER_READ:
+            yield from flush()
     yield from flush()
 
 

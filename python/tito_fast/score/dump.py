@@ -143,15 +143,22 @@ def count_records(path: str | Path) -> int:
     p = Path(path)
     if dump_format(p) == "parquet":
         return int(_deps.parquet().ParquetFile(p).metadata.num_rows)
+    n = 0
     with _open_binary(p) as f:
-        return sum(content for _, content in _scan_lines(f))
+        try:
+            for _, content in _scan_lines(f):
+                n += content
+        except (EOFError, OSError, ValueError):  # a cut gzip stream: reading says so, as a bad record
+            pass
+    return n
 
 
 def _scan_lines(f: Any) -> Iterator[tuple[int, bool]]:
     """`(bytes, holds something)` for each line of the binary file `f`, read a
     mebibyte at a time (a huge line is never held whole)."""
     length, content = 0, False
-    while block := f.read(1 << 20):
+    read = getattr(f, "read1", f.read)  # gzip: what is decompressed comes before a cut stream's error
+    while block := read(1 << 20):
         start = 0
         while (i := block.find(b"\n", start)) != -1:
             yield length + i + 1 - start, content or not block[start:i].isspace() and i > start
@@ -184,9 +191,14 @@ def _open_binary(p: Path) -> Any:
 def _read_jsonl(p: Path, raw: bool = False) -> Iterator[Any]:
     if str(p).endswith(".gz"):
         import gzip
+        import zlib
 
         with gzip.open(p, "rb") as f:
-            yield from _lines(f, p.name, 1, MAX_RECORD_BYTES, raw=raw)
+            try:
+                yield from _lines(f, p.name, 1, MAX_RECORD_BYTES, raw=raw)
+            except (EOFError, OSError, zlib.error) as e:  # a cut or corrupt stream: the records before it stand
+                what = f"{type(e).__name__}: {e}"
+                yield BadRecord(p.name, f"the file ends early or is corrupt ({what}); the records before it are kept", code="truncated")
         return
     yield from read_jsonl_range(p, 0, None, 1, raw=raw)
 
@@ -203,8 +215,8 @@ def read_dump_lines(path: str | Path) -> Iterator[RawLine | BadRecord]:
 def read_lines(path: str | Path) -> Iterator[RawLine | BadRecord]:
     """The non-blank lines of any JSONL file (plain or .gz: dumps and capture
     files), unparsed, each at most `MAX_RECORD_BYTES` (a longer line is a
-    `BadRecord`, read no further). A truncated gzip file raises `EOFError`
-    after the lines before the cut."""
+    `BadRecord`, read no further). A truncated or corrupt gzip file ends
+    with a `BadRecord` (code `truncated`) after the lines before the cut."""
     yield from _read_jsonl(Path(path), raw=True)
 
 
