@@ -9,7 +9,7 @@ Every id must lie in [0, 2**32-1].
 """
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
+from typing import Any, ClassVar, Final, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +86,7 @@ def read_dump_lines(lines: list[bytes]) -> list[_DumpRead]:
     UTF-8 are bad records), and the dump's field rules.
 
     Example:
+        >>> from tito_fast._core import read_dump_lines
         >>> read_dump_lines([b'{"messages": [{"role": "user"}], "token_ids": [1]}'])[0][:2]
         ('ok', None)
     """
@@ -94,6 +95,7 @@ def read_dump_row(row: Any, *, json_text: bool = False) -> _DumpRead:
     tools and metadata be JSON text), by the same rules as `read_dump_lines`.
 
     Example:
+        >>> from tito_fast._core import read_dump_row
         >>> read_dump_row({"messages": [], "token_ids": [1]})
         ('bad', "'messages' must be a non-empty list", None, 'bad_field')
     """
@@ -101,6 +103,7 @@ def read_call_lines(lines: list[bytes]) -> list[_CallRead]:
     """Read capture-file JSONL lines with the one reader (see `read_dump_lines`).
 
     Example:
+        >>> from tito_fast._core import read_call_lines
         >>> read_call_lines([b'{"prompt_ids": [1]}'])[0]
         ('bad', "missing field 'session_id'", None, 'missing_field')
     """
@@ -108,6 +111,7 @@ def read_call_row(row: Any, *, json_text: bool = False) -> _CallRead:
     """A capture record from a dict, by the same rules as `read_call_lines`.
 
     Example:
+        >>> from tito_fast._core import read_call_row
         >>> read_call_row({"session_id": "s", "prompt_ids": [1], "completion_ids": []})[:3]
         ('ok', 's', None)
     """
@@ -116,6 +120,7 @@ def check_call_texts(messages: list[Any], tools: list[Any]) -> list[str | None]:
     without building Python objects: per row the reason it is bad, or None.
 
     Example:
+        >>> from tito_fast._core import check_call_texts
         >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None])[0] is None
         True
     """
@@ -123,6 +128,7 @@ def bad_record_codes() -> list[tuple[str, str]]:
     """Every bad-record code with its meaning (`tito_fast.errors.BAD_RECORD_CODES`).
 
     Example:
+        >>> from tito_fast._core import bad_record_codes
         >>> dict(bad_record_codes())["too_deep"]
         'JSON nested deeper than 256 levels'
     """
@@ -130,6 +136,7 @@ def json_loads(text: str | bytes) -> Any:
     """JSON text read as every record is read (raises ValueError with the reason).
 
     Example:
+        >>> from tito_fast._core import json_loads
         >>> json_loads('{"a": 1, "a": 123456789012345678901234567890}')
         {'a': 123456789012345678901234567890}
     """
@@ -139,6 +146,7 @@ def normalize_messages(
     """Messages as the engine hands them to a template (the one owner of the rule).
 
     Example:
+        >>> from tito_fast._core import normalize_messages
         >>> normalize_messages([{"role": "assistant", "content": None}])
         [{'role': 'assistant', 'content': ''}]
     """
@@ -146,6 +154,7 @@ def canonical_tools(tools: Sequence[dict[str, Any]] | None, policy: str = "sglan
     """Tools in the engine's shape by policy (the one owner of the rule).
 
     Example:
+        >>> from tito_fast._core import canonical_tools
         >>> canonical_tools([{"name": "f"}], "sglang-legacy")
         [{'type': 'function', 'function': {'description': None, 'name': 'f', 'parameters': None, 'strict': False}}]
     """
@@ -161,6 +170,10 @@ class TokenInputError(ValueError):
         ...     (e.argument, e.position)
         ('a', 1)
     """
+
+    #: Its code and exit code in `tito_fast.errors.CATALOGUE` (set there).
+    code: ClassVar[str]
+    exit_code: ClassVar[int]
 
     argument: str
     """The parameter name; rows of batches as `a_seqs[3]`."""
@@ -178,6 +191,10 @@ class PrefixMismatchError(ValueError):
         ...     (e.index, e.matched, e.checked_len)
         (1, 1, 3)
     """
+
+    #: Its code and exit code in `tito_fast.errors.CATALOGUE` (set there).
+    code: ClassVar[str]
+    exit_code: ClassVar[int]
 
     index: int
     """First mismatching index (the new length when the new ids end early)."""
@@ -200,6 +217,10 @@ class TokenBufferError(ValueError):
         ...     str(e)
         'cannot roll back 1 checkpoint(s): the buffer has 0'
     """
+
+    #: Its code and exit code in `tito_fast.errors.CATALOGUE` (set there).
+    code: ClassVar[str]
+    exit_code: ClassVar[int]
 
 def common_prefix_len(a: _TokenIds, b: _TokenIds) -> int:
     """Length of the longest common prefix of two token sequences.
@@ -555,6 +576,10 @@ class TemplateRenderError(ValueError):
         ...     print(e.raised, e.reason)
         True no
     """
+
+    #: Its code and exit code in `tito_fast.errors.CATALOGUE` (set there).
+    code: ClassVar[str]
+    exit_code: ClassVar[int]
 
     raised: bool
     reason: str

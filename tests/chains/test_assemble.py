@@ -240,7 +240,7 @@ def test_columnar_input_errors_name_the_row() -> None:
     skipped = assemble(table(call_index=0), on_error="skip")
     assert [b.source for b in skipped.bad] == ["row 1"] and skipped.summary.calls == 1
     # every bad row is skipped under skip, with the one reader's reason, whichever check found it
-    for change, reason in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"prompt_ids": [1, -4]}, "prompt_ids[1] = -4 is out of range"),
         ({"prompt_ids": []}, "'prompt_ids' is empty"),
         ({"session_id": None}, "missing field 'session_id'"),
@@ -249,7 +249,8 @@ def test_columnar_input_errors_name_the_row() -> None:
         ({"messages": '[{"role": "user"}'}, "invalid JSON"),
         ({"messages": '{"role": "user"}'}, "'messages' must be a list of objects"),
         ({"call_index": -1}, "'call_index' must be a non-negative int"),
-    ]:
+    ]
+    for change, reason in cases:
         rows = [{**good, "messages": None}, {**good, "messages": None, "call_index": 1, **change}]
         got = assemble(pa.Table.from_pylist(rows), on_error="skip")
         assert [b.source for b in got.bad] == ["row 1"] and reason in got.bad[0].reason, (change, got.bad)
@@ -389,7 +390,7 @@ def test_assemble_needs_no_template_the_family_renders(monkeypatch: pytest.Monke
     from tito_fast.testing import fixtures
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise TemplateNotAppendOnlyError("not append-only")
+        raise TemplateNotAppendOnlyError("not append-only", family="qwen3", source="a test", divergence=None, detail="")
 
     monkeypatch.setattr(families, "get_tito_tokenizer", refuse)
     tok = fixtures.load_tokenizer("qwen3")

@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from tito_fast import _deps
 from tito_fast._core import NativeTemplate, TemplateRenderError
@@ -77,7 +77,7 @@ def normalize_messages(
         {'a': 1}
     """
     try:
-        return cast("list[dict[str, Any]]", _normalize(messages, arguments=arguments, none_keys=none_keys, alias=alias))
+        return _normalize(messages, arguments=arguments, none_keys=none_keys, alias=alias)
     except ValueError as e:
         raise RenderError(str(e)) from None
 

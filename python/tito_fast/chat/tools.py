@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from tito_fast._core import canonical_tools as _canonical_tools
 from tito_fast.errors import RenderError
@@ -58,6 +58,6 @@ def canonical_tools(tools: list[dict[str, Any]] | None, policy: ToolPolicy = "sg
     if not tools:
         return None
     try:
-        return cast("list[dict[str, Any]] | None", _canonical_tools(tools, policy))
+        return _canonical_tools(tools, policy)
     except ValueError as e:
         raise RenderError(str(e)) from None
