@@ -188,6 +188,36 @@ fn number(v: &Value, out: &mut String, json: bool) -> Res<()> {
     Ok(())
 }
 
+/// A JSON string literal as Python's `json.dumps` writes it (`ensure_ascii`:
+/// every non-ASCII character as `\\uXXXX` escapes). The one writer of JSON
+/// strings: `tojson` and the record reader's `dumps` use it.
+pub fn json_str(s: &str, ensure_ascii: bool, out: &mut String) {
+    use std::fmt::Write;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c if ensure_ascii && (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 /// The arguments of Python's `json.dumps` that transformers' `tojson` passes on.
 #[derive(Debug, Clone, Default)]
 pub struct JsonOptions {
@@ -229,29 +259,7 @@ impl JsonWriter<'_> {
     }
 
     fn string(&self, s: &str, out: &mut String) {
-        out.push('"');
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                c if (c as u32) < 0x20 => {
-                    let _ = write!(out, "\\u{:04x}", c as u32);
-                }
-                c if self.opts.ensure_ascii && (c as u32) > 0x7e => {
-                    let mut buf = [0u16; 2];
-                    for unit in c.encode_utf16(&mut buf) {
-                        let _ = write!(out, "\\u{unit:04x}");
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-        out.push('"');
+        json_str(s, self.opts.ensure_ascii, out);
     }
 
     fn key(&self, k: &Value, out: &mut String) -> Res<()> {
