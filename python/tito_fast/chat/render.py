@@ -47,7 +47,6 @@ from tito_fast._core import NativeTemplate, TemplateRenderError
 from tito_fast._core import normalize_messages as _normalize
 from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
-from tito_fast.chat.messages import messages_equal
 from tito_fast.chat.tools import ToolPolicy, canonical_tools, plain_copy
 from tito_fast.errors import RenderError
 
@@ -234,21 +233,28 @@ def native_renderer(template: str, variables: dict[str, Any], none_keys: Literal
 
 #: (template, a copy of the variables, none_keys, renderer) of the last lookup.
 _LAST_NATIVE: tuple[str, dict[str, Any], str, NativeRenderer] | None = None
-#: (policy, a copy of the tools, their canonical form) of the last native render with tools.
-_LAST_TOOLS: tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None] | None = None
+#: (policy, the tools' JSON text, their canonical form) of the last native render with tools.
+_LAST_TOOLS: tuple[str, str, list[dict[str, Any]] | None] | None = None
 
 
 def _canonical_tools_memo(tools: list[dict[str, Any]] | None, policy: ToolPolicy) -> list[dict[str, Any]] | None:
     """`canonical_tools`, remembered for the last tools (a session sends the
     same tools every turn). Only for the native renderer, which never changes
-    what it is given (a jinja2 template could)."""
+    what it is given (a jinja2 template could). The tools are the same when
+    their JSON text is: `==` is not enough, as 1, 1.0 and true are equal but
+    written apart by `tojson`, and so are dicts with their keys in another
+    order, and 0.0 and -0.0."""
     if not tools:
         return canonical_tools(tools, policy)
+    try:
+        text = json.dumps(tools)
+    except (TypeError, ValueError, RecursionError):  # not plain JSON values: not remembered
+        return canonical_tools(tools, policy)
     last = _LAST_TOOLS
-    if last is not None and last[0] == policy and messages_equal(last[1], tools):
+    if last is not None and last[0] == policy and last[1] == text:
         return last[2]
     defs = canonical_tools(tools, policy)
-    globals()["_LAST_TOOLS"] = (policy, plain_copy(tools), defs)
+    globals()["_LAST_TOOLS"] = (policy, text, defs)
     return defs
 
 

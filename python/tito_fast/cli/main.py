@@ -54,6 +54,7 @@ from tito_fast.cli.progress import Progress
 from tito_fast.errors import (
     MissingDependency,
     OutputPathError,
+    ScoreError,
     TemplateNotAppendOnlyError,
     UsageError,
     exit_code_of,
@@ -568,6 +569,12 @@ def _diff(ns: argparse.Namespace) -> int:
                     raise UsageError(f"session {ns.session!r} is a bad record ({r.source}): {r.reason}")
                 continue
             if ns.session is None or ns.session in (r.session_id, r.source.rsplit(":", 1)[-1].removeprefix("row ")):
+                try:  # a record `score` finds bad (another family, an id outside the vocabulary) is bad here too
+                    scorer.check_record(r)
+                except ScoreError as e:
+                    if ns.session is not None:
+                        raise UsageError(f"session {ns.session!r} is a bad record ({r.source}): {e}") from e
+                    continue
                 record = r
                 break
         if record is None:

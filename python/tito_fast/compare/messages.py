@@ -143,10 +143,12 @@ def map_offsets(src: bytes, dst: bytes, offsets: list[int], markers: list[bytes]
 def id_offsets(vocab: Vocab | None, ids: np.ndarray, text_len: int) -> np.ndarray | None:
     """The byte offset in the decoded text where each of `ids` starts (one more
     entry: the end), or None when the byte table does not tell each id's bytes
-    or `ids` do not decode to `text_len` bytes."""
+    or `ids` do not decode to `text_len` bytes (an id outside the table: None)."""
     if vocab is None or not vocab.byte_exact or not len(ids):
         return None
     wide = ids.astype(np.int64)
+    if int(wide.max()) + 1 >= len(vocab.offsets):  # a captured id outside the vocabulary has no bytes
+        return None
     ends = np.cumsum(vocab.offsets[wide + 1].astype(np.int64) - vocab.offsets[wide].astype(np.int64))
     if int(ends[-1]) != text_len:
         return None
