@@ -115,13 +115,13 @@ def read_call_row(row: Any, *, json_text: bool = False) -> _CallRead:
         >>> read_call_row({"session_id": "s", "prompt_ids": [1], "completion_ids": []})[:3]
         ('ok', 's', None)
     """
-def check_call_texts(messages: list[Any], tools: list[Any]) -> list[str | None]:
-    """The capture rules for many rows' `messages` and `tools` (JSON text or None),
+def check_call_texts(messages: list[Any], tools: list[Any], metadata: list[Any]) -> list[str | None]:
+    """The capture rules for many rows' `messages`, `tools` and `metadata` (JSON text or None),
     without building Python objects: per row the reason it is bad, or None.
 
     Example:
         >>> from tito_fast._core import check_call_texts
-        >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None])[0] is None
+        >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None], [None, None])[0] is None
         True
     """
 def bad_record_codes() -> list[tuple[str, str]]:

@@ -664,46 +664,8 @@ FAMILY_REPR = (
     "(Scorer.check_record) writes Python's repr, {python}: run_score, the CLI and its workers (native) and "
     "read_dump+Scorer.score, Parquet and Ray (Python) name the same bad record in other words"
 )
-KNOWN: dict[tuple[str, str], str] = {
-    **{
-        (door, "family another, a name of 50 characters"): FAMILY_REPR.format(
-            native="cut to 40 characters and '...' (\"record is for family 'f...f'..., the scorer for 'qwen3'\")",
-            python="whole (\"record is for family 'ffff...(50)', the scorer for 'qwen3'\")",
-        )
-        for door in ("python", "parquet", "ray")
-    },
-    **{
-        (door, "family another, a name with U+02D2"): FAMILY_REPR.format(
-            native="as JSON when a character is not in its printable set (\"record is for family \\\"q\u02d2\\\", ...\")",
-            python="in single quotes (\"record is for family 'q\u02d2', ...\")",
-        )
-        for door in ("python", "parquet", "ray")
-    },
-    ("assemble parquet", "ids repeated, the later null"): (
-        f"{COLUMNAR} raises CallsError \"row 0: 'prompt_ids' is null\" under on_error='skip' (the run ends); "
-        "the JSONL capture and the dump: a bad record \"missing field '...'\""
-    ),
-    **{
-        ("assemble parquet", k): (
-            f"{COLUMNAR} never reads the metadata column: the row is assembled (good); the JSONL capture and "
-            "the dump (JSONL and Parquet): a bad record 'invalid JSON: an integer of N digits (more than 4300) in metadata.x'"
-        )
-        for k in ("5,000-digit int in metadata", "4,301-digit int in metadata")
-    },
-    ("assemble parquet", "lone surrogate in metadata"): (
-        f"{COLUMNAR} never reads the metadata column: the row is assembled (good); the JSONL capture and the dump: "
-        "a bad record 'invalid JSON: text that is not valid Unicode (a lone surrogate) in metadata.x'"
-    ),
-    ("assemble parquet", "lone surrogate in content"): (
-        f"{COLUMNAR} parses a row's messages only when an event needs them: a session of one call is assembled "
-        "(good), and where they are parsed a bad text raises CallsError, ending the run; the JSONL capture and the "
-        "dump: a bad record 'invalid JSON: text that is not valid Unicode (a lone surrogate) in messages[1].content'"
-    ),
-    ("assemble parquet", "tools not a list"): (
-        f"{COLUMNAR} parses a row's tools only when an event needs them: the row is assembled (good); the JSONL "
-        "capture and the dump: a bad record \"'tools' must be a list or null, got dict\""
-    ),
-}
+#: Known disagreements between doors, (door, line kind) -> what each says: none now.
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -768,7 +730,14 @@ def test_the_native_check_takes_the_lines(corpus: Corpus, scorer: Scorer) -> Non
     lines = [it for it in read_dump_lines(corpus.dump) if isinstance(it, RawLine)]
     outcomes = scorer.native.check_lines([it.data for it in lines], threads=1)  # type: ignore[union-attr]
     handed = {it.lineno for it, o in zip(lines, outcomes) if o is None}
-    python_path = ("an id outside the vocabulary", "tool-call arguments as a string that is not JSON")
+    python_path = (
+        "an id outside the vocabulary",
+        "tool-call arguments as a string that is not JSON",
+        # another family: a bad record in Scorer.check_record's words, the rule's one owner
+        "family another",
+        "family another, a name of 50 characters",
+        "family another, a name with U+02D2",
+    )
     assert handed == {corpus.lines[k] for k in python_path}
 
 
@@ -958,10 +927,12 @@ def test_capture_form_agrees(
     door: str, kind: Kind, corpus: Corpus, verdicts: dict[str, dict[int, Verdict]], captures: dict[str, dict[int, Capture]]
 ) -> None:
     n = corpus.lines[kind.name]
-    assert captures[door][n] == _capture_frame(verdicts["native"][n])
+    got, want = captures[door][n], _capture_frame(verdicts["native"][n])
+    if door == "assemble parquet" and got[0] == want[0] == "bad" and want[2] is None:
+        got = (*got[:2], None)  # the row keeps its session_id where the line, not valid JSON, had none
+    assert got == want
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN["assemble parquet", "ids repeated, the later null"])
 def test_one_parquet_capture_row_never_ends_the_run(corpus: Corpus, scorer: Scorer) -> None:
     _, form = _forms()
     rows = [_capture_row(k.make(form)) for k in KINDS if k.parquet is None]
@@ -969,7 +940,6 @@ def test_one_parquet_capture_row_never_ends_the_run(corpus: Corpus, scorer: Scor
     assert a.summary.calls + len(a.bad) == len(rows)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN["assemble parquet", "lone surrogate in content"])
 def test_a_bad_request_in_a_parquet_capture_never_ends_the_run(scorer: Scorer) -> None:
     """A session of two calls: the second is an event, which reads the first's request (its text not valid)."""
     _, form = _forms()

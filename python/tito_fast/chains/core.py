@@ -610,7 +610,7 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         or not all(is_list_of(typ(c), types.is_integer) for c in ("prompt_ids", "completion_ids"))
         or (typ("completion_logprobs") is not None and not is_list_of(typ("completion_logprobs"), types.is_floating, types.is_integer))
         or (typ("call_index") is not None and not (types.is_integer(typ("call_index")) or types.is_null(typ("call_index"))))
-        or not all(texts(typ(c)) for c in ("messages", "tools", "finish_reason"))
+        or not all(texts(typ(c)) for c in ("messages", "tools", "finish_reason", "metadata"))
     ):
         return None
     bad = np.asarray(table.column("session_id").is_null())
@@ -642,10 +642,9 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         ci = table.column("call_index")
         v = np.asarray(pc.fill_null(ci.cast(pa.float64()), 0.0))
         bad = bad | (v < 0) | (v >= 2.0**63)
-    if "messages" in names or "tools" in names:
-        m = table.column("messages").to_pylist() if "messages" in names else [None] * n
-        t = table.column("tools").to_pylist() if "tools" in names else [None] * n
-        bad = bad | np.asarray([r is not None for r in check_call_texts(m, t)], dtype=bool)
+    if names & {"messages", "tools", "metadata"}:
+        m, t, md = (table.column(c).to_pylist() if c in names else [None] * n for c in ("messages", "tools", "metadata"))
+        bad = bad | np.asarray([r is not None for r in check_call_texts(m, t, md)], dtype=bool)
     if not bad.any():
         return table, None, []
     out: list[BadCall] = []

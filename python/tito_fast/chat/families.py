@@ -451,7 +451,7 @@ class TitoTokenizer:
             DUMMY_SYSTEM,
             {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": calls},
         ]
-        key = json.dumps([calls, tools], sort_keys=True, default=repr)
+        key = json.dumps([calls, tools], default=repr)  # key order counts: tojson writes it
         with self._cache_lock:
             text = self._base_cache.get(key)
             if text is not None:

@@ -79,19 +79,9 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
         Ok(rec) => rec,
         Err(bad) => return LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
     };
-    if let Some(f) = &rec.family {
-        if *f != setup.family {
-            return LineOutcome::Bad {
-                code: "unscorable",
-                // the wording of `Scorer.check_record`, where a record the Python path reads is checked
-                reason: format!(
-                    "record is for family {}, the scorer for {}",
-                    schema::short_repr(&Value::Str(f.clone())),
-                    schema::short_repr(&Value::Str(setup.family.clone()))
-                ),
-                session_id: rec.session_id,
-            };
-        }
+    if rec.family.as_ref().is_some_and(|f| *f != setup.family) {
+        // another family: a bad record in the words of `Scorer.check_record`, its one owner
+        return LineOutcome::Python("a family that is not the scorer's");
     }
     match check(rec, template, encoder, setup) {
         Ok(outcome) => outcome,

@@ -359,7 +359,7 @@ pub fn canonical_tools(py: Python<'_>, tools: &Bound<'_, PyAny>, policy: &str) -
     values_to_py(py, &out)
 }
 
-/// The capture rules for the `messages` and `tools` JSON text of many rows
+/// The capture rules for the `messages`, `tools` and `metadata` JSON text of many rows
 /// (a Parquet capture's text columns, `None` for a null), checked without
 /// building Python objects: per row the reason it is bad, or None.
 #[pyfunction]
@@ -367,18 +367,19 @@ pub fn check_call_texts(
     py: Python<'_>,
     messages: &Bound<'_, PyList>,
     tools: &Bound<'_, PyList>,
+    metadata: &Bound<'_, PyList>,
 ) -> PyResult<Vec<Option<String>>> {
-    if messages.len() != tools.len() {
-        return Err(PyValueError::new_err("arguments 'messages' and 'tools' must have one entry per row"));
+    if messages.len() != tools.len() || messages.len() != metadata.len() {
+        return Err(PyValueError::new_err("arguments 'messages', 'tools' and 'metadata' must have one entry per row"));
     }
     let mut rows = Vec::with_capacity(messages.len());
-    for (m, t) in messages.iter().zip(tools.iter()) {
+    for ((m, t), md) in messages.iter().zip(tools.iter()).zip(metadata.iter()) {
         let mut map = Map::new();
         map.insert("session_id".into(), Value::Str(String::new()));
         map.insert("prompt_ids".into(), Value::Ids(vec![0]));
         map.insert("completion_ids".into(), Value::Ids(Vec::new()));
         let mut bad = None;
-        for (key, v) in [("messages", &m), ("tools", &t)] {
+        for (key, v) in [("messages", &m), ("tools", &t), ("metadata", &md)] {
             match py_to_value(v, 1) {
                 Ok(v) => map.insert(key.into(), v),
                 Err(e) => bad = Some(format!("'{key}' holds {e}")),

@@ -224,6 +224,11 @@ impl JsonError {
         (!out.is_empty()).then_some(out)
     }
 
+    /// The error as inside member `name` (a record field whose JSON text it is).
+    pub fn in_member(self, name: &str) -> Self {
+        self.within(|| name.to_string())
+    }
+
     fn within(mut self, seg: impl FnOnce() -> String) -> Self {
         if self.path.len() < 64 {
             self.path.push(seg());

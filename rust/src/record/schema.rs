@@ -158,9 +158,10 @@ impl TextError {
 /// (a Parquet text column).
 fn maybe_json(v: Value, json_text: bool, name: &str) -> Result<Value, TextError> {
     match v {
+        // said as of the line's field (`in metadata.x`), the column counted in the field's text
         Value::Str(s) if json_text => json::parse(s.as_bytes(), &[]).map_err(|e| {
-            let reason = format!("{name}: {}", e.describe(s.as_bytes()));
-            TextError(e.code(), reason.replace("invalid JSON: ", "invalid JSON in the text column: "))
+            let e = e.in_member(name);
+            TextError(e.code(), e.describe(s.as_bytes()))
         }),
         v => Ok(v),
     }
@@ -230,12 +231,12 @@ pub fn dump_record(v: Value, json_text: bool) -> Result<DumpRecord, Bad> {
             return Err(bad("missing_field", format!("missing field '{key}'")));
         }
     }
-    let messages = messages(maybe_json(raw_messages, json_text, "'messages'").map_err(|e| e.bad(&sid))?)
+    let messages = messages(maybe_json(raw_messages, json_text, "messages").map_err(|e| e.bad(&sid))?)
         .map_err(|r| bad("bad_field", r))?;
-    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(|e| e.bad(&sid))?)
+    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "tools").map_err(|e| e.bad(&sid))?)
         .map_err(|r| bad("bad_field", r))?;
     let token_ids = ids(raw_ids, "token_ids", false).map_err(|r| bad("bad_ids", r))?;
-    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(|e| e.bad(&sid))? {
+    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "metadata").map_err(|e| e.bad(&sid))? {
         Value::Null => None,
         m => Some(json_safe(m)),
     };
@@ -306,22 +307,21 @@ pub fn call_record(v: Value, json_text: bool) -> Result<CallRecord, Bad> {
     }
     let prompt_ids = ids(raw_prompt, "prompt_ids", false).map_err(|r| bad("bad_ids", r))?;
     let completion_ids = ids(raw_completion, "completion_ids", true).map_err(|r| bad("bad_ids", r))?;
-    let messages =
-        match maybe_json(take(&mut obj, "messages"), json_text, "'messages'").map_err(|e| e.bad(&some_sid))? {
-            Value::Null => None,
-            Value::List(items) => {
-                let mut out = Vec::with_capacity(items.len());
-                for m in items {
-                    match m {
-                        Value::Map(m) => out.push(m),
-                        _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
-                    }
+    let messages = match maybe_json(take(&mut obj, "messages"), json_text, "messages").map_err(|e| e.bad(&some_sid))? {
+        Value::Null => None,
+        Value::List(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for m in items {
+                match m {
+                    Value::Map(m) => out.push(m),
+                    _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
                 }
-                Some(out)
             }
-            _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
-        };
-    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "'tools'").map_err(|e| e.bad(&some_sid))?)
+            Some(out)
+        }
+        _ => return Err(bad("bad_field", "'messages' must be a list of objects".into())),
+    };
+    let tools = tools(maybe_json(take(&mut obj, "tools"), json_text, "tools").map_err(|e| e.bad(&some_sid))?)
         .map_err(|r| bad("bad_field", r))?;
     let completion_logprobs =
         logprobs(take(&mut obj, "completion_logprobs"), completion_ids.len()).map_err(|r| bad("bad_logprobs", r))?;
@@ -334,11 +334,10 @@ pub fn call_record(v: Value, json_text: bool) -> Result<CallRecord, Bad> {
         Value::Null => None,
         v => Some(json_safe(v)),
     };
-    let metadata =
-        match maybe_json(take(&mut obj, "metadata"), json_text, "'metadata'").map_err(|e| e.bad(&some_sid))? {
-            Value::Null => None,
-            m => Some(json_safe(m)),
-        };
+    let metadata = match maybe_json(take(&mut obj, "metadata"), json_text, "metadata").map_err(|e| e.bad(&some_sid))? {
+        Value::Null => None,
+        m => Some(json_safe(m)),
+    };
     Ok(CallRecord {
         session_id: sid,
         call_index,
