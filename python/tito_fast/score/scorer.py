@@ -38,7 +38,7 @@ from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import MessageBounds, id_offsets
+from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets
 from tito_fast.errors import MissingDependency, ScoreError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -269,10 +269,14 @@ class Scorer:
         def render_prefix(k: int) -> str:
             return self.tito.apply_chat_template(messages[:k], add_generation_prompt=False, tools=tools)
 
+        def render_history(k: int) -> str:
+            return self.tito.apply_chat_template(history_messages(messages, k), add_generation_prompt=False, tools=tools)
+
         tracker = self.cmp.role_tracker
         openers = [self.cmp.decode([i]).encode("utf-8") for i in (*tracker.fixed, *tracker.named)]
         role0 = str(messages[0].get("role", "")) if messages else None
-        return MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0), offsets
+        bounds = MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0, render_history=render_history)
+        return bounds, offsets
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
