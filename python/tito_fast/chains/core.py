@@ -30,7 +30,7 @@ from tito_fast.chains.calls import (
     parse_tools,
     read_calls,
 )
-from tito_fast.compare.messages import MessageBounds, id_offsets, map_offsets
+from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets, map_offsets
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
@@ -456,7 +456,10 @@ def _message_map(fam: _Family, request: _Request, prompt: np.ndarray) -> tuple[n
     markers = [fam.comparator.decode([i]).encode("utf-8") for i in fam.boundary]
     openers = [fam.comparator.decode([i]).encode("utf-8") for i in (*fam.tracker.fixed, *fam.tracker.named)]
     role0 = str(messages[0].get("role", ""))
-    bounds = MessageBounds(lambda k: render(messages[:k], tools), n, full, openers=openers, first_role=role0)
+    bounds = MessageBounds(
+        lambda k: render(messages[:k], tools), n, full, openers=openers, first_role=role0,
+        render_history=lambda k: render(history_messages(messages, k), tools),
+    )  # fmt: skip
     in_render = [bounds.prefix_len(k) for k in range(n)] + [len(full)]  # the response starts where the render ends
     byte_starts = map_offsets(full, raw, in_render, [m for m in markers if m])  # the engine's prompt may differ in places
     starts = np.searchsorted(offsets[1:], byte_starts, side="right")  # the id holding each message's first byte

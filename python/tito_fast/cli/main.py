@@ -561,6 +561,7 @@ def _diff(ns: argparse.Namespace) -> int:
         expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
         labels = (Path(ns.inputs[0]).name, Path(ns.inputs[1]).name)
         title = f"{ns.inputs[0]} vs {ns.inputs[1]}"
+        diagnosis = scorer.cmp.diagnose(expected, actual)  # no messages: the rendered blocks are numbered
     else:
         record = None
         for r in read_dump(ns.inputs[0]):
@@ -580,12 +581,11 @@ def _diff(ns: argparse.Namespace) -> int:
         if record is None:
             raise UsageError(f"no session {ns.session!r} in {ns.inputs[0]}" if ns.session else f"no readable session in {ns.inputs[0]}")
         actual = record.token_ids
-        expected = scorer.expected_ids(record)
+        expected, diagnosis = scorer.diagnose(record)  # messages numbered as in the record, as score numbers them
         labels = ("fresh render", "session ids")
         title = f"session {record.session_id} ({record.source})"
     colour = ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     width = ns.width or shutil.get_terminal_size((120, 24)).columns
-    diagnosis = scorer.cmp.diagnose(expected, actual)
     sys.stdout.write(
         report.diff_text(
             scorer.cmp, expected, actual, title=title, labels=labels, colour=colour, width=width, context=ns.context,

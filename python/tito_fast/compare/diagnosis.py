@@ -218,9 +218,9 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
         else:
             detail = f"expected segments {i1}..{i2 - 1} differ from actual segments {j1}..{j2 - 1}"
         if ee > es:
-            detail += f"; expected messages {e_table_at(es)[0]}..{e_table_at(ee - 1)[0]}"
+            detail += f"; expected blocks {e_table_at(es)[0]}..{e_table_at(ee - 1)[0]}"
         if ae > as_:
-            detail += f"; actual messages {a_table_at(as_)[0]}..{a_table_at(ae - 1)[0]}"
+            detail += f"; actual blocks {a_table_at(as_)[0]}..{a_table_at(ae - 1)[0]}"
         kind_ = classify(e_ids, a_ids, e_text, a_text)
         items.append(
             DiagnosisItem(MismatchType.SPECIAL_TOKEN_COUNT.value, kind_, role, msg, i1, (es, ee), (as_, ae), e_text, a_text, detail)

@@ -8,9 +8,19 @@ tito_fast supports renders that way with its pinned kwargs), the render of
 `messages[:k]` is a prefix of the render of `messages[:k+1]`, so message k
 holds the bytes between the two renders' lengths. `MessageBounds` renders
 the prefixes it needs (a binary search per position, each prefix rendered
-once) and says which message a byte of the render belongs to; where a
-prefix render is not a prefix of the whole (a template that changes earlier
-turns), the shared part counts.
+once) and says which message a byte of the render belongs to.
+
+Where a prefix render is not a prefix of the whole, or the template refuses
+it, the template renders the last turns otherwise than it renders history
+(DeepSeek V3.2 drops the reasoning of turns before the last user message and
+refuses an assistant turn without reasoning after it; Llama 3.1 refuses a
+system message alone when it puts the tools into the first user message).
+Then the prefix is rendered as history, followed by a user message holding a
+sentinel (`render_history`), and it ends where that render departs from the
+whole, or where the sentinel's block opens if that comes first. Where the
+render of no message is not a prefix of the whole (a default system prompt
+that the first message replaces), what comes before the first message's
+block is outside the messages.
 
 Example:
     >>> msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
@@ -41,14 +51,26 @@ class MessageBounds:
     """
 
     def __init__(
-        self, render_prefix: Callable[[int], str], n: int, text: bytes, *, openers: list[bytes] | None = None, first_role: str | None = None
+        self,
+        render_prefix: Callable[[int], str],
+        n: int,
+        text: bytes,
+        *,
+        openers: list[bytes] | None = None,
+        first_role: str | None = None,
+        render_history: Callable[[int], str] | None = None,
     ) -> None:
         """`openers`: the strings that open a rendered message block (the
         template's role markers) and `first_role` the first message's role:
-        when the template refuses to render no message, what it renders
-        before the first message's own block (a tools block) belongs to no
-        message unless that message is a system message."""
+        when the template refuses to render no message, or renders for no
+        message what the first message replaces, what it renders before the
+        first message's own block (a tools block) belongs to no message
+        unless that message is a system message. `render_history(k)`: the
+        render of `messages[:k]` followed by a user message whose content is
+        `SENTINEL` (`history_messages` builds them), for prefixes whose
+        render is not a prefix of the whole."""
         self._render = render_prefix
+        self._render_history = render_history
         self.n = n
         self.text = text
         self._openers = [o for o in openers or [] if o]
@@ -56,28 +78,55 @@ class MessageBounds:
         self._len: dict[int, int] = {n: len(text)}
 
     def prefix_len(self, k: int) -> int:
-        """Bytes of `text` that the render of `messages[:k]` covers (its part shared
-        with the whole render); a prefix the template refuses covers what the
-        shorter prefix before it covers."""
+        """Bytes of `text` that the render of `messages[:k]` covers: its length
+        when it is a prefix of the whole render; else (the template renders
+        the last turns otherwise, or refuses the prefix) the part of the
+        history render (`render_history`) shared with the whole, up to the
+        sentinel's block; else the part of the prefix render shared with the
+        whole, or what the shorter prefix before it covers."""
         got = self._len.get(k)
         if got is None:
-            try:
-                part = self._render(k).encode("utf-8")
-            except Exception:  # e.g. a template that needs a user message first
-                part = None
-            if part is None:
-                got = self.prefix_len(k - 1) if k > 0 else self._preamble()
+            part = _render_or_none(self._render, k)
+            shared = self._shared(part) if part is not None else None
+            if part is not None and shared == len(part):
+                got = shared
+            elif k == 0:
+                got = self._preamble()
             else:
-                m = min(len(part), len(self.text))
-                a = np.frombuffer(part[:m], dtype=np.uint8)
-                b = np.frombuffer(self.text[:m], dtype=np.uint8)
-                diff = np.flatnonzero(a != b)
-                got = int(diff[0]) if len(diff) else m
+                history = self._history_len(k)
+                if history is not None:
+                    got = max(history, shared or 0)
+                else:
+                    got = shared if shared is not None else self.prefix_len(k - 1)
             self._len[k] = got
         return got
 
+    def _shared(self, part: bytes) -> int:
+        """Bytes `part` shares with the start of `text`."""
+        m = min(len(part), len(self.text))
+        a = np.frombuffer(part[:m], dtype=np.uint8)
+        b = np.frombuffer(self.text[:m], dtype=np.uint8)
+        diff = np.flatnonzero(a != b)
+        return int(diff[0]) if len(diff) else m
+
+    def _history_len(self, k: int) -> int | None:
+        """Where `messages[:k]`, rendered as history (a user message after them),
+        end in `text`: where that render departs from `text`, or where the
+        sentinel's block opens if that comes first; None without a render."""
+        if self._render_history is None:
+            return None
+        part = _render_or_none(self._render_history, k)
+        if part is None:
+            return None
+        at = part.rfind(SENTINEL.encode("utf-8"))
+        if at < 0:
+            return None
+        block = max((part.rfind(o, 0, at) for o in self._openers), default=-1)
+        return min(self._shared(part), block if block >= 0 else at)
+
     def _preamble(self) -> int:
-        """Where the first message's own block starts, when no render of zero messages says."""
+        """Where the first message's own block starts, when no render of zero messages says
+        (the template refuses it, or renders a default the first message replaces)."""
         if not self._openers or self._first_role in (None, "system") or self.n == 0:
             return 0
         end = self.prefix_len(1)
@@ -98,6 +147,23 @@ class MessageBounds:
             else:
                 lo = mid + 1
         return lo - 1
+
+
+#: The content of the user message `render_history` renders after a prefix.
+SENTINEL = "TITO_FAST_HISTORY_SENTINEL"
+
+
+def history_messages(messages: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """`messages[:k]` followed by a user message holding `SENTINEL`: what
+    `render_history(k)` renders (the prefix as the template renders history)."""
+    return [*messages[:k], {"role": "user", "content": SENTINEL}]
+
+
+def _render_or_none(render: Callable[[int], str], k: int) -> bytes | None:
+    try:
+        return render(k).encode("utf-8")
+    except Exception:  # e.g. a template that needs a user message first
+        return None
 
 
 def _find_all(text: bytes, needle: bytes) -> list[int]:

@@ -865,7 +865,7 @@ def diff_text(
         diagnosis = cmp.diagnose(expected, actual)
     sides = (expected, actual)
     for it in diagnosis.items:
-        where = f"message {it.message_index}" if it.message_index is not None else "outside the messages"
+        where = f"message {it.message_index}" if it.message_index is not None and it.message_index >= 0 else "outside the messages"
         out.append(
             f"difference at segment {it.segment_index}: {it.type or 'not reported (same text, other ids)'}, kind {it.kind}, "
             f"role {it.role}, {where}" + (f" ({it.detail})" if it.detail else "")

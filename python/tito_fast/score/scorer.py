@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -38,7 +38,7 @@ from tito_fast._core import SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import MessageBounds, id_offsets
+from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets
 from tito_fast.errors import MissingDependency, ScoreError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -269,10 +269,14 @@ class Scorer:
         def render_prefix(k: int) -> str:
             return self.tito.apply_chat_template(messages[:k], add_generation_prompt=False, tools=tools)
 
+        def render_history(k: int) -> str:
+            return self.tito.apply_chat_template(history_messages(messages, k), add_generation_prompt=False, tools=tools)
+
         tracker = self.cmp.role_tracker
         openers = [self.cmp.decode([i]).encode("utf-8") for i in (*tracker.fixed, *tracker.named)]
         role0 = str(messages[0].get("role", "")) if messages else None
-        return MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0), offsets
+        bounds = MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0, render_history=render_history)
+        return bounds, offsets
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
@@ -392,6 +396,37 @@ class Scorer:
         nseg: int,
         text: str,
     ) -> SessionResult:
+        items, first = self._place(sess, diag, expected, actual, text)
+        return SessionResult(
+            sess.session_id,
+            sess.source,
+            sess.turns,
+            len(actual),
+            list(diag.reference),
+            items,
+            first,
+            path,
+            encoded,
+            nseg,
+            sess.metadata,
+        )
+
+    def diagnose(self, record: Record) -> tuple[np.ndarray, Diagnosis]:
+        """The ids of the record's whole render and the diagnosis of its ids
+        against them, the items placed in the record's terms (`ScoredItem`:
+        message index and role of the record's `messages`), as `score` places
+        them; what `tito-fast diff` shows for a dump. Raises `ScoreError`
+        when the template fails."""
+        text = self._render(record)
+        expected = self.expected_ids(record, text)
+        diag = self.cmp.diagnose(expected, record.token_ids)
+        items, _ = self._place(_Session.of(record), diag, expected, record.token_ids, text)
+        return expected, replace(diag, items=items)
+
+    def _place(
+        self, sess: _Session, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, text: str
+    ) -> tuple[list[ScoredItem], int | None]:
+        """The diagnosis items in the session's terms, and the first reported difference's position."""
         bounds = self._attribution(sess, text, expected) if diag.items else None
         roles = sess.roles
         assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
@@ -422,16 +457,4 @@ class Scorer:
             items.append(ScoredItem(**fields, position=pos, turn=turn, before=before, after=after))
             if it.type is not None and (first is None or pos < first):
                 first = pos
-        return SessionResult(
-            sess.session_id,
-            sess.source,
-            sess.turns,
-            len(actual),
-            list(diag.reference),
-            items,
-            first,
-            path,
-            encoded,
-            nseg,
-            sess.metadata,
-        )
+        return items, first
