@@ -133,15 +133,20 @@ class MessageBounds:
         starts = [i for o in self._openers for i in _find_all(self.text[:end], o)]
         return max(starts) if starts else 0
 
-    def message_at(self, byte: int) -> int:
+    def message_at(self, byte: int, hint: int | None = None) -> int:
         """The index of the message whose render holds byte `byte` of `text`
         (the last message for a byte past the end; -1 for a byte of what the
-        template renders before any message, e.g. a tools block)."""
+        template renders before any message, e.g. a tools block). `hint`: a
+        guess of the answer (e.g. the rendered block's number), tried first:
+        a right guess costs two prefix renders, a wrong one changes nothing
+        but the order of the search."""
         lo, hi = 0, self.n  # the smallest k with prefix_len(k) > byte: message k-1
         if byte >= self.prefix_len(hi):
             return self.n - 1
+        guesses = [] if hint is None else [hint + 1, hint, hint + 2, hint - 1]
         while lo < hi:
-            mid = (lo + hi) // 2
+            mid = next((g for g in guesses if lo <= g < hi), (lo + hi) // 2)
+            guesses = [g for g in guesses if g != mid]
             if self.prefix_len(mid) > byte:
                 hi = mid
             else:

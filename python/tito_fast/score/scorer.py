@@ -441,7 +441,7 @@ class Scorer:
             if bounds is not None:
                 at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
                 at = min(at, max(ee - 1, es), len(expected) - 1)
-                k = bounds[0].message_at(int(bounds[1][at]))
+                k = bounds[0].message_at(int(bounds[1][at]), hint=it.message_index)  # the rendered block: usually the message
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
                 turn: int | None = int(assistant_before[k]) if k >= 0 else 0

@@ -463,14 +463,11 @@ impl Parser<'_> {
         let mut run = self.i;
         loop {
             // the next quote, backslash or control character
-            let rest = &b[self.i..];
-            let k = rest.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
-            let Some(k) = k else { return err("unterminated string starting", open) };
+            let Some(k) = special_at(&b[self.i..]) else { return err("unterminated string starting", open) };
             self.i += k;
             let c = b[self.i];
             if c == b'"' {
-                // the bytes are valid UTF-8 (checked up front) and split only at ASCII
-                let piece = std::str::from_utf8(&b[run..self.i]).expect("UTF-8");
+                let piece = utf8(&b[run..self.i]);
                 self.i += 1;
                 return Ok(match out {
                     Some(mut s) => {
@@ -485,7 +482,7 @@ impl Parser<'_> {
             }
             // an escape
             let s = out.get_or_insert_with(String::new);
-            s.push_str(std::str::from_utf8(&b[run..self.i]).expect("UTF-8"));
+            s.push_str(utf8(&b[run..self.i]));
             let at = self.i;
             match b.get(self.i + 1) {
                 Some(b'"') => s.push('"'),
@@ -524,6 +521,36 @@ impl Parser<'_> {
             run = self.i;
         }
     }
+}
+
+/// A piece of the text between two ASCII bytes of it.
+#[inline]
+fn utf8(piece: &[u8]) -> &str {
+    // SAFETY: `parse` checked the whole text is UTF-8, and every piece it
+    // cuts starts and ends at an ASCII byte (a quote, a backslash, an escape's
+    // end), which never splits a multi-byte character.
+    unsafe { std::str::from_utf8_unchecked(piece) }
+}
+
+/// Where the first `"`, `\\` or control character (below 0x20) of `b` is,
+/// eight bytes at a time.
+#[inline]
+fn special_at(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH; // exact at the lowest flagged byte
+        let found = zero(w ^ (ONES * u64::from(b'"')))
+            | zero(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|k| i + k)
 }
 
 /// `value` as JSON text in Python's `json.dumps(value, ensure_ascii=False)`
@@ -657,6 +684,24 @@ mod tests {
             panic!()
         };
         assert_eq!(m.get("token_ids"), Some(&Value::Null));
+    }
+
+    #[test]
+    fn special_bytes_found_as_one_at_a_time() {
+        let slow = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let mut seed = 7u64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        [b'a', b'"', b'\\', 0x1f, 0x20, 0x7f, 0x80, 0xff, 0x5b, 0x21, 0x01, 0x00]
+                            [(seed >> 33) as usize % 12]
+                    })
+                    .collect();
+                assert_eq!(special_at(&bytes), slow(&bytes), "{bytes:?}");
+            }
+        }
     }
 
     #[test]
