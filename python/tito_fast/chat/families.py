@@ -344,8 +344,9 @@ class TitoTokenizer:
         tokenizer's own encode (no encoder built for a trial), with caches of
         its own: this object is never changed by a trial."""
         trial = copy.copy(self)
-        trial.chat_template, trial._fast_encode, trial._fast_encoder = template, False, None
-        trial._base_cache, trial._cache_lock, trial.renders = OrderedDict(), threading.Lock(), 0
+        trial.__dict__.update(
+            chat_template=template, _fast_encode=False, _fast_encoder=None, _base_cache=OrderedDict(), _cache_lock=threading.Lock(), renders=0
+        )
         return trial
 
     def clone_with_chat_template_kwargs(self, request_kwargs: Mapping[str, Any]) -> TitoTokenizer:
