@@ -90,11 +90,9 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
 }
 
 fn check(rec: schema::DumpRecord, template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> Step<LineOutcome> {
-    let msgs = &rec.messages;
-    let roles: Vec<String> =
-        msgs.iter().map(|m| m.get("role").and_then(Value::as_str).unwrap_or_default().to_string()).collect();
-    let turns = roles.iter().filter(|r| *r == "assistant").count();
-    let normalised = normalise::messages(msgs, Normalise::TEMPLATE).map_err(|_| "a message the renderer refuses")?;
+    let turns = rec.messages.iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant")).count();
+    let normalised =
+        normalise::messages(rec.messages, Normalise::TEMPLATE).map_err(|_| "a message the renderer refuses")?;
     let messages = normalised.iter().map(map_template).collect::<Step<Vec<_>>>()?;
     let tool_defs = match &rec.tools {
         None => T::from(()),

@@ -69,26 +69,28 @@ impl Normalise {
 
 const REASONING: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
-/// Message `i` normalised.
-pub fn message(i: usize, m: &Map, how: Normalise) -> Result<Map, String> {
+/// Message `i` normalised (taken by value: its texts are moved, not copied).
+pub fn message(i: usize, m: Map, how: Normalise) -> Result<Map, String> {
     let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+    let has_content = m.contains_key("content");
+    let reasoning =
+        if how.alias { REASONING.iter().find_map(|k| m.get(k).filter(|v| !v.is_null())).cloned() } else { None };
+    let own_thinking = if reasoning.is_some() { m.get("thinking").cloned() } else { None };
     let mut out = Map::new();
-    for (k, v) in m.iter() {
+    for (k, v) in m.into_entries() {
         let value = match (k.as_str(), v) {
             ("content", Value::Null) if assistant => Value::Str(String::new()),
             (_, Value::Null) if how.none_keys == NoneKeys::Drop => continue,
             ("tool_calls", Value::List(calls)) if assistant => tool_calls(i, calls, how.arguments)?,
-            _ => v.clone(),
+            (_, v) => v,
         };
-        out.insert(k.clone(), value);
+        out.insert(k, value);
     }
-    if assistant && !m.contains_key("content") {
+    if assistant && !has_content {
         out.insert("content".into(), Value::Str(String::new()));
     }
     if how.alias {
-        let reasoning = REASONING.iter().find_map(|k| m.get(k).filter(|v| !v.is_null())).cloned();
         if let Some(r) = reasoning {
-            let own_thinking = m.get("thinking").cloned();
             let mut aliased = Map::new();
             // `{"thinking": r, **m, "reasoning_content": r}`: thinking first, with m's own value when it has one
             aliased.insert("thinking".into(), r.clone());
@@ -107,11 +109,11 @@ pub fn message(i: usize, m: &Map, how: Normalise) -> Result<Map, String> {
     Ok(out)
 }
 
-fn tool_calls(i: usize, calls: &[Value], arguments: Arguments) -> Result<Value, String> {
+fn tool_calls(i: usize, calls: Vec<Value>, arguments: Arguments) -> Result<Value, String> {
     let mut out = Vec::with_capacity(calls.len());
-    for (j, call) in calls.iter().enumerate() {
+    for (j, call) in calls.into_iter().enumerate() {
         let Value::Map(c) = call else {
-            out.push(call.clone());
+            out.push(call);
             continue;
         };
         let mut call_out = Map::new();
@@ -146,8 +148,8 @@ fn tool_calls(i: usize, calls: &[Value], arguments: Arguments) -> Result<Value, 
 }
 
 /// Every message normalised.
-pub fn messages(msgs: &[Map], how: Normalise) -> Result<Vec<Map>, String> {
-    msgs.iter().enumerate().map(|(i, m)| message(i, m, how)).collect()
+pub fn messages(msgs: Vec<Map>, how: Normalise) -> Result<Vec<Map>, String> {
+    msgs.into_iter().enumerate().map(|(i, m)| message(i, m, how)).collect()
 }
 
 /// The tools in the engine's shape (None for no tools).
@@ -209,7 +211,7 @@ mod tests {
 
     fn msg(text: &str, how: Normalise) -> String {
         let Value::Map(m) = json::parse(text.as_bytes(), &[]).unwrap() else { panic!() };
-        json::dumps(&Value::Map(message(0, &m, how).unwrap()))
+        json::dumps(&Value::Map(message(0, m, how).unwrap()))
     }
 
     #[test]
@@ -250,7 +252,7 @@ mod tests {
         .unwrap() else {
             panic!()
         };
-        assert!(message(3, &bad, t)
+        assert!(message(3, bad, t)
             .unwrap_err()
             .starts_with("messages[3].tool_calls[0].function.arguments is not valid JSON"));
     }

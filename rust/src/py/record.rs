@@ -337,7 +337,7 @@ pub fn normalize_messages(
             }
         }
     }
-    let out = normalise::messages(&maps, Normalise { arguments, none_keys, alias }).map_err(PyValueError::new_err)?;
+    let out = normalise::messages(maps, Normalise { arguments, none_keys, alias }).map_err(PyValueError::new_err)?;
     maps_to_py(py, &out)
 }
 
