@@ -30,10 +30,9 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from tito_fast import _deps
 from tito_fast._core import read_call_lines, read_call_row
 from tito_fast.errors import DumpError
-from tito_fast.score.dump import BadRecord, read_lines
+from tito_fast.score.dump import BadRecord, dump_format, parquet_rows, read_lines
 
 MAX_ID = 2**32 - 1
 OnError = Literal["fail", "skip"]
@@ -122,33 +121,16 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
     A line over `MAX_RECORD_BYTES` is a bad record, read no further; a
     truncated gzip file ends with one bad record naming where."""
     p = Path(path)
-    if p.is_dir():
-        raise CallsError(f"{path}: a directory, not a capture file")
-    if not p.is_file():
-        raise CallsError(f"{path}: no such file")
-    name = p.name
-    if name.endswith((".parquet", ".pq")):
-        pq = _deps.parquet()
-
-        try:
-            pf = pq.ParquetFile(p)
-        except Exception as e:  # pyarrow's own error types
-            raise CallsError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from e
-        row = 0
-        for batch in pf.iter_batches(batch_size=1024):
-            cols = batch.to_pydict()
-            for i in range(batch.num_rows):
-                yield parse_call({k: v[i] for k, v in cols.items()}, f"{name}:row {row}", json_text=True)
-                row += 1
-        return
-    if not (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")):
-        raise CallsError(f"{path}: a capture file is .jsonl, .jsonl.gz or .parquet")
-    with open(p, "rb") as f:
-        head = f.read(4)
-    if head == b"PAR1":
-        raise CallsError(f"{path}: a Parquet file named {p.suffix}; name it .parquet")
-    if name.endswith(".gz") and head[:2] != b"\x1f\x8b":
-        raise CallsError(f"{path}: named .gz but not gzip-compressed")
+    try:
+        fmt = dump_format(p)  # the dump's rule for names and contents, one owner
+        if fmt == "parquet":
+            for row, obj in enumerate(parquet_rows(p, 1024)):
+                yield parse_call(obj, f"{p.name}:row {row}", json_text=True)
+            return
+    except CallsError:
+        raise
+    except DumpError as e:
+        raise CallsError(str(e)) from None
     pending: list[tuple[str, bytes]] = []
 
     def flush() -> Iterator[Call | BadCall]:

@@ -300,7 +300,10 @@ def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | Bad
     return Record(source, default_id if sid is None else sid, messages, token_ids, tools=tools, family=family, metadata=metadata)
 
 
-def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
+def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """The rows of a Parquet file (dumps and capture files) as dicts, read a
+    batch at a time. Raises `DumpError` for a file pyarrow cannot read or one
+    without the `required` columns."""
     pq = _deps.parquet()
 
     try:
@@ -308,16 +311,18 @@ def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
     except Exception as e:  # pyarrow's own error types: not a Parquet file
         raise DumpError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e})") from e
     names = set(pf.schema_arrow.names)
-    missing = {"messages", "token_ids"} - names
+    missing = set(required) - names
     if missing:
         raise DumpError(f"{p}: the dump has no column(s) {sorted(missing)}; its columns are {sorted(names)}")
-    row = 0
     for batch in pf.iter_batches(batch_size=batch_size):
         cols = batch.to_pydict()
         for i in range(batch.num_rows):
-            obj = {k: v[i] for k, v in cols.items()}
-            yield record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
-            row += 1
+            yield {k: v[i] for k, v in cols.items()}
+
+
+def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
+    for row, obj in enumerate(parquet_rows(p, batch_size, ("messages", "token_ids"))):
+        yield record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
 
 
 def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
