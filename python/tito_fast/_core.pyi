@@ -668,6 +668,7 @@ def assemble_calls(
     realign_window: int,
     policy: tuple[str, str, str, str],
     boundary_ids: Sequence[int],
+    length: npt.NDArray[np.bool_] | None = None,
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Captured calls of many sessions to chains, on threads with the GIL released
@@ -678,9 +679,10 @@ def assemble_calls(
     ids, offsets), `logprobs` aligned with `completion` (NaN: none), or, with
     `completion_offsets` None, one id sequence and one float32 array (None: none) per call; `order`: the
     call rows to assemble in session and call order (None: all, as given);
-    `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root.
+    `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root;
+    `length`: per call row, its completion ended on `finish_reason="length"` (None: none did).
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
-    chain_open, chain_last_call, chain_prompt_len, span_offsets, span_start, span_call, call_chain, event_*.
+    chain_open, chain_last_call, chain_prompt_len, chain_parent, chain_shared, span_offsets, span_start, span_call, call_chain, event_*.
 
     Example:
         >>> import numpy as np

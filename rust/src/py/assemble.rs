@@ -181,10 +181,11 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 /// sequence per call and one float32 array (or None) per call; `order`: the call rows to
 /// assemble in session and call order, each at most once (None: every row,
 /// as given); `session_offsets` cuts the ordered calls into sessions. `policy`: the policies of seam
-/// drift, rollback, rewrite and new root. Returns a dict of arrays (chains,
+/// drift, rollback, rewrite and new root; `length`: per call row, whether its
+/// completion ended on `finish_reason="length"` (None: none did). Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
-#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, threads = None))]
+#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
@@ -199,6 +200,7 @@ pub(crate) fn assemble_calls<'py>(
     realign_window: usize,
     policy: (String, String, String, String),
     boundary_ids: Vec<u32>,
+    length: Option<PyReadonlyArray1<'py, bool>>,
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
@@ -322,6 +324,16 @@ pub(crate) fn assemble_calls<'py>(
     let p: Vec<&[u32]> = order.iter().map(|&r| p_rows[r]).collect();
     let cs: Vec<&[u32]> = order.iter().map(|&r| c_rows[r]).collect();
     let lps: Vec<&[f32]> = order.iter().map(|&r| lp_rows[r]).collect();
+    let ended: Vec<bool> = match &length {
+        None => Vec::new(),
+        Some(l) => {
+            let l = l.as_slice().map_err(|_| input_error(py, "length", None, "must be contiguous"))?;
+            if l.len() != rows {
+                return Err(input_error(py, "length", None, &format!("has {} values for {rows} calls", l.len())));
+            }
+            order.iter().map(|&r| l[r]).collect()
+        }
+    };
     let so = offsets(py, "session_offsets", so, order.len())?;
     let opt = Options {
         trim: trim_ids,
@@ -336,7 +348,7 @@ pub(crate) fn assemble_calls<'py>(
         boundary: boundary_ids,
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
-    let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps };
+    let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps, length: &ended };
     let flat = py.detach(|| {
         with_threads(threads, || {
             let mut done = Vec::with_capacity(sessions.len());
@@ -361,6 +373,8 @@ pub(crate) fn assemble_calls<'py>(
     d.set_item("chain_open", PyArray1::from_vec(py, f.chain_open))?;
     d.set_item("chain_last_call", PyArray1::from_vec(py, f.chain_last_call))?;
     d.set_item("chain_prompt_len", PyArray1::from_vec(py, f.chain_prompt_len))?;
+    d.set_item("chain_parent", PyArray1::from_vec(py, f.chain_parent))?;
+    d.set_item("chain_shared", PyArray1::from_vec(py, f.chain_shared))?;
     d.set_item("span_offsets", PyArray1::from_vec(py, f.span_offsets))?;
     d.set_item("span_start", PyArray1::from_vec(py, f.span_start))?;
     d.set_item("span_call", PyArray1::from_vec(py, f.span_call))?;

@@ -1,27 +1,41 @@
 //! Captured LLM calls to trainable chains (`tito_fast.assemble`).
 //!
-//! A session's calls are taken in order. Each call's prompt is matched
-//! against the session's open chains by longest common prefix: a prompt
-//! that starts with a chain's ids (less up to `max_trim` trailing ids of the
-//! family's trim set) extends that chain with the prompt's new ids (loss 0)
-//! and the completion (loss 1, with its logprobs). Any other call is an
-//! event, classified against the chain it shares most ids with:
+//! A session is a forest: each chain is a path of calls, and every chain
+//! stays a candidate for every later call (nothing is closed by a later
+//! branch). A session's calls are taken in order, each matched against all
+//! of the session's chains through an index of their ids ([`index`]), at the
+//! cost of its own prompt:
 //!
-//! - `rollback`: the prompt is a prefix of the chain (a retry from an
-//!   earlier point);
-//! - `seam_drift`: it departs within the last `realign_window` ids of the
-//!   chain, inside the last call's completion (the seam where a completion
-//!   meets the next prompt);
-//! - `new_root`: it departs inside the chain's first message block (another
-//!   system prompt: a sub-agent), or shares nothing;
-//! - `rewrite`: it departs anywhere else (compaction, edited history).
+//! - a prompt that starts with a chain's ids (less up to `max_trim` trailing
+//!   ids of the family's trim set) extends that chain with the prompt's new
+//!   ids (loss 0) and the completion (loss 1, with its logprobs); of several,
+//!   the one it extends furthest, ties to the latest (the chain changed
+//!   last). A chain whose last call ended on `finish_reason="length"` is not
+//!   extended: a call that would extend it starts a new chain from it
+//!   (event `length`).
+//! - any other call is an event, classified against the chain it shares
+//!   most ids with (ties to the latest):
+//!   - `rollback`: the prompt is a prefix of the chain (a retry from an
+//!     earlier point);
+//!   - `seam_drift`: it departs within the last `realign_window` ids of the
+//!     chain, inside the last call's completion (the seam where a
+//!     completion meets the next prompt);
+//!   - `new_root`: it departs inside the chain's first message block (the
+//!     block opened by the first boundary id: another system prompt, a
+//!     sub-agent), or shares nothing;
+//!   - `rewrite`: it departs anywhere else (compaction, edited history).
 //!
-//! and handled by the policy of its cause: `fork` (a new chain of this
-//! call's prompt and completion; the old chain ends, except for a new root,
-//! which leaves it open), `realign` (seam drift only: the chain's ids from
-//! the departure on are replaced by the prompt's, the sampled ids among them
-//! are counted as masked) or `drop` (the completion is not emitted and is
-//! counted as dropped).
+//!   and handled by the policy of its cause: `fork` (a new chain of this
+//!   call's prompt and completion, branching off the chain it shares most
+//!   with, its *parent*: that chain stays as it is), `realign` (seam drift
+//!   only: the chain's ids from the departure on are replaced by the
+//!   prompt's, the sampled ids among them are counted as masked) or `drop`
+//!   (the completion is not emitted and is counted as dropped).
+//!
+//! One chain per leaf of the forest is returned, each complete, with its
+//! parent and the number of leading ids it shares with it (all with loss 0
+//! in the chain: a sampled id has loss 1 in one chain only), so a trainer can
+//! pack a shared prefix once.
 //!
 //! A chain is held as the list of its calls (links), never as a copy of its
 //! ids: a call that extends or realigns a chain takes over its ids up to
@@ -37,6 +51,8 @@
 //! with loss 1 follows exactly its call's prompt and the completion ids
 //! before it, and carries its call's logprob; each call's sampled ids are
 //! emitted with loss 1, masked or dropped, and the three add up.
+
+pub(crate) mod index;
 
 use rayon::prelude::*;
 
@@ -60,6 +76,8 @@ pub enum Kind {
     Rollback = 2,
     Rewrite = 3,
     NewRoot = 4,
+    /// The call extends a chain whose last call ended on `finish_reason="length"`.
+    Length = 5,
 }
 
 /// The options of one assembly.
@@ -87,6 +105,8 @@ pub struct Calls<'a> {
     pub prompts: &'a [&'a [u32]],
     pub completions: &'a [&'a [u32]],
     pub logprobs: &'a [&'a [f32]],
+    /// Per call: its completion ended on `finish_reason="length"` (empty: none did).
+    pub length: &'a [bool],
 }
 
 impl Calls<'_> {
@@ -95,6 +115,12 @@ impl Calls<'_> {
     }
     fn prompt(&self, c: usize) -> &[u32] {
         self.prompts[c]
+    }
+    fn seq(&self, c: u32) -> index::Seq<'_> {
+        (self.prompts[c as usize], self.completions[c as usize])
+    }
+    fn ended(&self, c: usize) -> bool {
+        self.length.get(c).copied().unwrap_or(false)
     }
 }
 
@@ -115,18 +141,27 @@ pub struct Link {
 pub struct Chain {
     pub links: Vec<Link>,
     first_block_end: usize,
-    /// False once a later call forked off it.
+    /// False when its last call ended on `finish_reason="length"`: no call extends it.
     pub open: bool,
+    /// The chain it branched off (None: a root).
+    pub parent: Option<usize>,
 }
 
 impl Chain {
-    fn new(call: u32, prompt: &[u32], completion: usize, boundary: &[u32]) -> Self {
+    fn new(call: u32, prompt: &[u32], completion: usize, boundary: &[u32], open: bool, parent: Option<usize>) -> Self {
         let end = prompt.len() + completion;
         Chain {
             links: vec![Link { call, from: 0, prompt_end: prompt.len(), end }],
             first_block_end: first_block_end(prompt, boundary),
-            open: true,
+            open,
+            parent,
         }
+    }
+
+    /// Its leading ids with loss 0 (those before its first sampled id).
+    #[must_use]
+    pub fn unsampled_prefix(&self) -> usize {
+        self.links.iter().find(|l| l.end > l.prompt_end).map_or(self.len(), |l| l.prompt_end)
     }
 
     /// Its number of ids.
@@ -244,44 +279,126 @@ pub struct Assembled {
     pub call_chain: Vec<i64>,
 }
 
+/// Where the first message block of `ids` ends: at the second boundary id
+/// (the first one opens it, after whatever the template puts before its
+/// first marker, such as a BOS id). No boundary ids: the whole sequence.
 fn first_block_end(ids: &[u32], boundary: &[u32]) -> usize {
     if boundary.is_empty() {
         return ids.len();
     }
-    ids.iter().enumerate().skip(1).find(|(_, id)| boundary.contains(id)).map_or(ids.len(), |(i, _)| i)
+    let mut marks = ids.iter().enumerate().filter(|(_, id)| boundary.contains(id)).map(|(i, _)| i);
+    match (marks.next(), marks.next()) {
+        (Some(_), Some(second)) => second,
+        _ => ids.len(),
+    }
 }
 
-/// Assemble one session's calls.
+/// One session's matching state: its chains, the index of their ids, and
+/// per chain its stamp (when it last changed) and the index node of its end.
+struct Forest<'c, 'a> {
+    calls: &'c Calls<'a>,
+    out: Assembled,
+    index: index::Index,
+    stamps: Vec<u64>,
+    tips: Vec<u32>,
+    clock: u64,
+}
+
+impl Forest<'_, '_> {
+    /// Chain `k` now holds `s[..n]` (call `c`'s prompt and completion), whose
+    /// ids depart from the index at `p` (or further down): index them there.
+    fn place(&mut self, k: usize, c: u32, p: index::Pos, old_tip: Option<u32>) {
+        let calls = self.calls;
+        let seq = |x: u32| calls.seq(x);
+        let s = calls.seq(c);
+        let n = s.0.len() + s.1.len();
+        let q = self.index.walk(&seq, s, n, p, &mut Vec::new());
+        let node = self.index.insert(&seq, q, c, s, n);
+        self.clock += 1;
+        let k32 = u32::try_from(k).expect("fewer than 2**32 chains a session");
+        if k == self.stamps.len() {
+            self.stamps.push(self.clock);
+            self.tips.push(node);
+        } else {
+            self.stamps[k] = self.clock;
+            self.tips[k] = node;
+        }
+        self.index.add_tip(node, k32, self.clock);
+        if let Some(t) = old_tip {
+            self.index.remove_tip(&seq, t, k32);
+        }
+    }
+
+    /// A new chain of call `c` (branching off `parent`), indexed from `p`.
+    fn fork(&mut self, c: u32, parent: Option<usize>, boundary: &[u32], p: index::Pos) -> usize {
+        let (prompt, completion) = self.calls.seq(c);
+        let k = self.out.chains.len();
+        let open = !self.calls.ended(c as usize);
+        self.out.chains.push(Chain::new(c, prompt, completion.len(), boundary, open, parent));
+        self.place(k, c, p, None);
+        k
+    }
+
+    /// Chain `k` taken over by call `c` from id `from` on (an extension or a
+    /// realignment); how many sampled ids were cut.
+    fn take_over(&mut self, k: usize, c: u32, from: usize, p: index::Pos) -> usize {
+        let (prompt, completion) = self.calls.seq(c);
+        let masked = self.out.chains[k].take_over(c, prompt, completion.len(), from);
+        self.out.chains[k].open = !self.calls.ended(c as usize);
+        let old = self.tips[k];
+        self.place(k, c, p, Some(old));
+        masked
+    }
+}
+
+/// Assemble one session's calls (see the module doc).
 pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
-    let mut out = Assembled { call_chain: Vec::with_capacity(calls.len()), ..Assembled::default() };
+    let mut f = Forest {
+        calls,
+        out: Assembled { call_chain: Vec::with_capacity(calls.len()), ..Assembled::default() },
+        index: index::Index::new(),
+        stamps: Vec::new(),
+        tips: Vec::new(),
+        clock: 0,
+    };
+    let seq = |x: u32| calls.seq(x);
     let mut last: Option<usize> = None; // the chain extended last
+    let mut path = Vec::new();
+    let mut found = Vec::new();
     for c in 0..calls.len() {
         let call = u32::try_from(c).expect("fewer than 2**32 calls a session");
         let prompt = calls.prompt(c);
         let completion = calls.completions[c].len();
-        // The best open chain: a whole-chain match (the longest), else the longest common prefix.
-        let mut best: Option<(usize, usize)> = None; // (chain, common prefix)
+        // Where the prompt departs from every chain at once, and the chains it extends.
+        path.clear();
+        path.push(0);
+        let p = f.index.walk(&seq, (prompt, &[]), prompt.len(), index::Pos::ROOT, &mut path);
+        let lp = p.depth;
+        // (chain, ids in common): the furthest, ties to the latest
         let mut extends: Option<(usize, usize)> = None;
-        for (k, chain) in out.chains.iter().enumerate().filter(|(_, ch)| ch.open) {
-            let parts = chain.parts(calls);
-            let l = common_prefix(parts, prompt);
-            let n = chain.len();
-            let trimmable = n - l <= opt.max_trim && (l..n).all(|i| opt.trim.contains(&id_at(parts, i)));
-            if (l == n || (trimmable && l < prompt.len()))
-                && extends.is_none_or(|(e, el)| el < l || (el == l && Some(k) == last && Some(e) != last))
-            {
+        let mut consider = |k: u32, l: usize, stamps: &[u64]| {
+            let k = k as usize;
+            if extends.is_none_or(|(e, el)| el < l || (el == l && stamps[k] > stamps[e])) {
                 extends = Some((k, l));
             }
-            if best.is_none_or(|(b, bl)| bl < l || (bl == l && Some(k) == last && Some(b) != last)) {
-                best = Some((k, l));
+        };
+        for &node in &path {
+            for &k in f.index.tips(node) {
+                consider(k, f.out.chains[k as usize].len(), &f.stamps);
             }
         }
-        if let Some((k, l)) = extends {
-            let chain = &mut out.chains[k];
-            let removed = chain.len() - l;
-            let masked = chain.take_over(call, prompt, completion, l);
+        if lp < prompt.len() && opt.max_trim > 0 && !opt.trim.is_empty() {
+            found.clear();
+            f.index.trimmed_tips(&seq, p, opt.max_trim, &opt.trim, &mut found);
+            for &k in &found {
+                consider(k, lp, &f.stamps);
+            }
+        }
+        if let Some((k, l)) = extends.filter(|&(k, _)| f.out.chains[k].open) {
+            let removed = f.out.chains[k].len() - l;
+            let masked = f.take_over(k, call, l, p);
             if removed > 0 || last != Some(k) {
-                out.events.push(Event {
+                f.out.events.push(Event {
                     call,
                     kind: Kind::Extend,
                     policy: Policy::Fork,
@@ -293,34 +410,27 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
                     dropped: 0,
                 });
             }
-            out.call_chain.push(k as i64);
+            f.out.call_chain.push(k as i64);
             last = Some(k);
             continue;
         }
-        let Some((k, l)) = best else {
-            // The session's first call (or every chain has ended): a new root, no event for the first.
-            if c > 0 {
-                out.events.push(Event {
-                    call,
-                    kind: Kind::NewRoot,
-                    policy: Policy::Fork,
-                    chain: -1,
-                    to_chain: out.chains.len() as i64,
-                    position: 0,
-                    removed: 0,
-                    masked: 0,
-                    dropped: 0,
-                });
-            }
-            out.call_chain.push(out.chains.len() as i64);
-            last = Some(out.chains.len());
-            out.chains.push(Chain::new(call, prompt, completion, &opt.boundary));
+        let best = match extends {
+            Some((k, l)) => Some((k, l, Kind::Length)),
+            None => f.index.latest(p, &f.stamps, &f.tips).map(|k| (k as usize, lp, Kind::Extend)),
+        };
+        let Some((k, l, kind)) = best else {
+            // The session's first call: a root, no event.
+            let k = f.fork(call, None, &opt.boundary, p);
+            f.out.call_chain.push(k as i64);
+            last = Some(k);
             continue;
         };
-        let chain = &out.chains[k];
+        let chain = &f.out.chains[k];
         let n = chain.len();
         let last_prompt_end = chain.links.last().map_or(0, |l| l.prompt_end);
-        let kind = if l == prompt.len() {
+        let kind = if kind == Kind::Length {
+            Kind::Length
+        } else if l == prompt.len() {
             Kind::Rollback
         } else if n - l <= opt.realign_window && l >= last_prompt_end {
             Kind::SeamDrift
@@ -329,34 +439,32 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         } else {
             Kind::Rewrite
         };
-        let policy = opt.policy[kind as usize - 1];
+        let policy = if kind == Kind::Length { Policy::Fork } else { opt.policy[kind as usize - 1] };
         let mut event =
             Event { call, kind, policy, chain: k as i64, to_chain: -1, position: l, removed: 0, masked: 0, dropped: 0 };
         match policy {
             Policy::Drop => {
                 event.dropped = completion;
-                out.call_chain.push(-1);
+                f.out.call_chain.push(-1);
             }
             Policy::Realign => {
                 event.removed = n - l;
-                event.masked = out.chains[k].take_over(call, prompt, completion, l);
+                event.masked = f.take_over(k, call, l, p);
                 event.to_chain = k as i64;
-                out.call_chain.push(k as i64);
+                f.out.call_chain.push(k as i64);
                 last = Some(k);
             }
             Policy::Fork => {
-                if kind != Kind::NewRoot {
-                    out.chains[k].open = false;
-                }
-                event.to_chain = out.chains.len() as i64;
-                out.call_chain.push(out.chains.len() as i64);
-                last = Some(out.chains.len());
-                out.chains.push(Chain::new(call, prompt, completion, &opt.boundary));
+                let parent = (kind != Kind::NewRoot).then_some(k);
+                let j = f.fork(call, parent, &opt.boundary, p);
+                event.to_chain = j as i64;
+                f.out.call_chain.push(j as i64);
+                last = Some(j);
             }
         }
-        out.events.push(event);
+        f.out.events.push(event);
     }
-    out
+    f.out
 }
 
 /// A broken invariant (a bug: assembly never returns one).
@@ -464,7 +572,12 @@ pub fn assemble_many(calls: &Calls<'_>, sessions: &[(usize, usize)], opt: &Optio
 
 /// The calls `a..b`.
 fn session<'a>(calls: &Calls<'a>, (a, b): (usize, usize)) -> Calls<'a> {
-    Calls { prompts: &calls.prompts[a..b], completions: &calls.completions[a..b], logprobs: &calls.logprobs[a..b] }
+    Calls {
+        prompts: &calls.prompts[a..b],
+        completions: &calls.completions[a..b],
+        logprobs: &calls.logprobs[a..b],
+        length: if calls.length.is_empty() { &[] } else { &calls.length[a..b] },
+    }
 }
 
 /// Every session's chains, call runs, per-call chains and events in flat
@@ -483,6 +596,10 @@ pub struct Flat {
     /// completion), and the length of that prompt.
     pub chain_last_call: Vec<i64>,
     pub chain_prompt_len: Vec<i64>,
+    /// Each chain's parent (the chain it branched off, -1: a root) and the
+    /// number of leading ids it shares with it (all with loss 0 in this chain).
+    pub chain_parent: Vec<i64>,
+    pub chain_shared: Vec<i64>,
     /// Where each chain's runs start in `span_start` / `span_call` (one more entry).
     pub span_offsets: Vec<i64>,
     /// A run's first position in its chain, and its call.
@@ -503,6 +620,7 @@ struct Part<'a> {
     chain_end: &'a mut [i64],
     chain_open: &'a mut [bool],
     chain_last: &'a mut [(i64, i64)],
+    chain_tree: &'a mut [(i64, i64)],
     span_end: &'a mut [i64],
     span_start: &'a mut [i64],
     span_call: &'a mut [i64],
@@ -529,6 +647,13 @@ impl Part<'_> {
             self.chain_open[k] = ch.open;
             let top = ch.links.last().map_or((0, 0), |l| ((first_call + l.call as usize) as i64, l.prompt_end as i64));
             self.chain_last[k] = top;
+            self.chain_tree[k] = match ch.parent {
+                Some(pk) => {
+                    let shared = index::lcp(ch.parts(calls), a.chains[pk].parts(calls)).min(ch.unsampled_prefix());
+                    ((chain_base + pk) as i64, shared as i64)
+                }
+                None => (-1, 0),
+            };
             for (start, call) in ch.spans() {
                 self.span_start[sp] = start as i64;
                 self.span_call[sp] = (first_call + call as usize) as i64;
@@ -558,6 +683,7 @@ impl<'a> Part<'a> {
         let (ce_h, ce_t) = self.chain_end.split_at_mut(chains);
         let (co_h, co_t) = self.chain_open.split_at_mut(chains);
         let (cl_h, cl_t) = self.chain_last.split_at_mut(chains);
+        let (ct_h, ct_t) = self.chain_tree.split_at_mut(chains);
         let (se_h, se_t) = self.span_end.split_at_mut(chains);
         let (ss_h, ss_t) = self.span_start.split_at_mut(spans);
         let (sc_h, sc_t) = self.span_call.split_at_mut(spans);
@@ -570,6 +696,7 @@ impl<'a> Part<'a> {
             chain_end: ce_h,
             chain_open: co_h,
             chain_last: cl_h,
+            chain_tree: ct_h,
             span_end: se_h,
             span_start: ss_h,
             span_call: sc_h,
@@ -584,6 +711,7 @@ impl<'a> Part<'a> {
             chain_end: ce_t,
             chain_open: co_t,
             chain_last: cl_t,
+            chain_tree: ct_t,
             span_end: se_t,
             span_start: ss_t,
             span_call: sc_t,
@@ -653,6 +781,8 @@ pub fn flatten(
         chain_open: vec![false; n_chains],
         chain_last_call: Vec::new(),
         chain_prompt_len: Vec::new(),
+        chain_parent: Vec::new(),
+        chain_shared: Vec::new(),
         span_offsets: vec![0; n_chains + 1],
         span_start: vec![0; n_spans],
         span_call: vec![0; n_spans],
@@ -660,6 +790,7 @@ pub fn flatten(
         events,
     };
     let mut last = vec![(0i64, 0i64); n_chains];
+    let mut tree = vec![(-1i64, 0i64); n_chains];
     let mut rest = Part {
         ids: &mut f.ids,
         loss: &mut f.loss,
@@ -668,6 +799,7 @@ pub fn flatten(
         chain_end: &mut f.chain_offsets[1..],
         chain_open: &mut f.chain_open,
         chain_last: &mut last,
+        chain_tree: &mut tree,
         span_end: &mut f.span_offsets[1..],
         span_start: &mut f.span_start,
         span_call: &mut f.span_call,
@@ -684,6 +816,7 @@ pub fn flatten(
         part.fill(s, sessions[s].0, &session(calls, sessions[s]), a).map_err(|b| (s, b))
     })?;
     (f.chain_last_call, f.chain_prompt_len) = last.into_iter().unzip();
+    (f.chain_parent, f.chain_shared) = tree.into_iter().unzip();
     Ok(f)
 }
 
@@ -700,6 +833,8 @@ mod tests {
         loss: Vec<u8>,
         spans: Vec<(usize, u32)>,
         open: bool,
+        parent: i64,
+        shared: i64,
     }
 
     struct Run {
@@ -717,7 +852,7 @@ mod tests {
         let c: Vec<&[u32]> = calls.iter().map(|x| x.1).collect();
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
         let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B] };
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
@@ -735,6 +870,8 @@ mod tests {
                     loss: f.loss[x..y].to_vec(),
                     spans: (sx..sy).map(|j| (f.span_start[j] as usize, f.span_call[j] as u32)).collect(),
                     open: f.chain_open[k],
+                    parent: f.chain_parent[k],
+                    shared: f.chain_shared[k],
                 }
             })
             .collect();
@@ -790,7 +927,8 @@ mod tests {
         assert_eq!((e.kind, e.policy, e.position, e.removed, e.masked), (Kind::SeamDrift, Policy::Realign, 5, 2, 2));
         let f = run(calls, [Policy::Fork; 4]);
         assert_eq!(f.chains.len(), 2);
-        assert!(!f.chains[0].open && f.chains[1].open);
+        assert!(f.chains[0].open && f.chains[1].open); // nothing is closed by a branch
+        assert_eq!((f.chains[1].parent, f.chains[1].shared), (0, 5));
         let d = run(calls, [Policy::Drop; 4]);
         assert_eq!((d.chains.len(), d.events[0].dropped, d.a.call_chain.as_slice()), (1, 1, &[0, -1][..]));
     }
@@ -810,8 +948,83 @@ mod tests {
         let kinds: Vec<Kind> = r.events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, [Kind::Rollback, Kind::NewRoot, Kind::Rewrite]);
         assert_eq!(r.a.call_chain, [0, 1, 1, 2, 3]);
-        assert!(!r.chains[0].open && !r.chains[1].open && r.chains[2].open && r.chains[3].open);
+        assert!(r.chains.iter().all(|c| c.open));
         assert_eq!(r.chains[1].loss, [0, 0, 0, 0, 1, 1, 0, 0, 1]);
+        // parents: the retry branches off chain 0 sharing its prompt, the
+        // rewrite off chain 1 (the latest of the two it shares 3 ids with)
+        let tree: Vec<(i64, i64)> = r.chains.iter().map(|c| (c.parent, c.shared)).collect();
+        assert_eq!(tree, [(-1, 0), (0, 4), (-1, 0), (1, 3)]);
+    }
+
+    #[test]
+    fn the_main_agent_resumes_its_own_chain_after_a_sub_agent() {
+        // A BOS id before the first marker: the first block is still the system block.
+        let r = run(
+            &[
+                (&[1, B, 2, B, 3, B], &[4, 9]),           // main agent
+                (&[1, B, 5, B, 6, B], &[7, 9]),           // sub-agent: its own system prompt
+                (&[1, B, 5, B, 6, B, 7, 9, B, 8, B], &[7]), // the sub-agent again
+                (&[1, B, 2, B, 3, B, 4, 9, B, 10, B], &[11]), // the main agent resumes
+            ],
+            DEFAULT,
+        );
+        assert_eq!(r.a.call_chain, [0, 1, 1, 0]);
+        let kinds: Vec<(Kind, u32)> = r.events.iter().map(|e| (e.kind, e.call)).collect();
+        assert_eq!(kinds, [(Kind::NewRoot, 1), (Kind::Extend, 3)]);
+        assert_eq!(r.chains[0].loss, [0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1]);
+        assert_eq!((r.chains[1].parent, r.chains[1].shared), (-1, 0));
+    }
+
+    #[test]
+    fn a_chain_cut_by_length_is_not_extended() {
+        let p: [&[u32]; 3] = [&[B, 1, B], &[B, 1, B, 2, 3, B, 4], &[B, 1, B, 2, 3, B, 4, 5, B, 6]];
+        let c: [&[u32]; 3] = [&[2, 3], &[5], &[7]];
+        let lps = logprobs_of(&c);
+        let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
+        let length = [false, true, false];
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &length };
+        let opt = Options { trim: vec![], max_trim: 0, realign_window: 3, policy: DEFAULT, boundary: vec![B] };
+        let a = assemble_session(&calls, &opt);
+        check_session(&calls, &a).unwrap();
+        assert_eq!(a.call_chain, [0, 0, 1]);
+        assert_eq!(a.events.len(), 1);
+        assert_eq!((a.events[0].kind, a.events[0].chain, a.events[0].position), (Kind::Length, 0, 8));
+        assert!(!a.chains[0].open && a.chains[1].open);
+        let f = flatten(&calls, vec![a], &[(0, 3)]).unwrap();
+        assert_eq!((f.chain_parent, f.chain_shared), (vec![-1, 0], vec![0, 8]));
+    }
+
+    #[test]
+    fn many_calls_and_many_roots_stay_linear() {
+        // 2,000 calls of one agent loop, then 20,000 sub-agents each called twice:
+        // the index keeps the walks short (checked: the result, not the time).
+        let mut prompts: Vec<Vec<u32>> = Vec::new();
+        let mut completions: Vec<Vec<u32>> = Vec::new();
+        let mut history = vec![B, 1, B, 2, B];
+        for i in 0..2_000u32 {
+            prompts.push(history.clone());
+            completions.push(vec![10 + i % 50]);
+            history.extend([10 + i % 50, B, 3, B]);
+        }
+        for i in 0..20_000u32 {
+            let p = vec![B, 5, 1000 + i, B, 6, B];
+            prompts.push(p.clone());
+            completions.push(vec![7]);
+            prompts.push([p, vec![7, B, 8, B]].concat());
+            completions.push(vec![9]);
+        }
+        let p: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        let c: Vec<&[u32]> = completions.iter().map(Vec::as_slice).collect();
+        let lps = logprobs_of(&c);
+        let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy: DEFAULT, boundary: vec![B] };
+        let a = assemble_session(&calls, &opt);
+        check_session(&calls, &a).unwrap();
+        assert_eq!(a.chains.len(), 20_001);
+        assert_eq!(a.call_chain[1_999], 0);
+        assert!(a.events.iter().all(|e| e.kind == Kind::NewRoot));
+        assert_eq!(a.events.len(), 20_000);
     }
 
     #[test]
@@ -821,7 +1034,7 @@ mod tests {
         let prompts: [&[u32]; 2] = [&p, &p2];
         let completions: [&[u32]; 2] = [&c, &c2];
         let lps: [&[f32]; 2] = [&lp, &[0.5]];
-        let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps };
+        let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps, length: &[] };
         let opt = Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] };
         let good = assemble_session(&calls, &opt);
         assert!(check_session(&calls, &good).is_ok());
@@ -876,7 +1089,7 @@ mod tests {
         let c: [&[u32]; 4] = [&[3], &[4], &[6, 9], &[7]];
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
         let sessions = [(0, 2), (2, 4)];
         let opt =
             Options { trim: vec![9], max_trim: 1, realign_window: 3, policy: [Policy::Fork; 4], boundary: vec![B] };
@@ -897,7 +1110,7 @@ mod tests {
         assert_eq!(f.events[0], [1, 3]);
         assert_eq!(f.events[1], [Kind::NewRoot as i64, Kind::Extend as i64]);
         assert_eq!((&f.events[3], &f.events[4]), (&vec![0, 2], &vec![1, 2]));
-        let empty = Calls { prompts: &[], completions: &[], logprobs: &[] };
+        let empty = Calls { prompts: &[], completions: &[], logprobs: &[], length: &[] };
         assert_eq!(
             flatten(&empty, vec![], &[]),
             Ok(Flat { chain_offsets: vec![0], span_offsets: vec![0], ..Flat::default() })
