@@ -37,7 +37,7 @@ def call_log(seed: int, n_calls: int = 12) -> list[dict[str, Any]]:
     main = [B, *_text(rng, 4), B, *_text(rng, 6)]  # system, user
     sub: list[int] | None = None
     for _ in range(n_calls):
-        event = rng.choices(["plain", "retry", "drift", "trim", "compact", "rewrite", "sub", "nolp"], [8, 1, 1, 1, 1, 1, 1, 1])[0]
+        event = rng.choices(["plain", "retry", "drift", "trim", "compact", "rewrite", "sub", "nolp", "length"], [8, 1, 1, 1, 1, 1, 1, 1, 1])[0]
         if event == "sub":  # a sub-agent: its own system prompt, a few calls, then back
             sub = [B, 50, *_text(rng, 3), B, *_text(rng, 2)]
             for _ in range(rng.randrange(1, 3)):
@@ -54,6 +54,8 @@ def call_log(seed: int, n_calls: int = 12) -> list[dict[str, Any]]:
         prompt = [*main, B]
         completion = [*_text(rng, rng.randrange(0, 6)), END]
         calls.append(_call(rng, prompt, completion, logprobs=event != "nolp"))
+        if event == "length":  # cut by the engine's limit: the next call cannot extend it
+            calls[-1]["finish_reason"] = "length"
         if event == "retry":  # the same prompt again, another completion
             completion = [*_text(rng, 3), END]
             calls.append(_call(rng, prompt, completion))
@@ -70,7 +72,7 @@ def _call(rng: random.Random, prompt: list[int], completion: list[int], logprobs
     lps: list[float | None] | None = [round(-rng.random() * 5, 3) for _ in completion] if logprobs else None
     if lps and rng.random() < 0.2:
         lps[0] = None
-    return {"prompt_ids": prompt, "completion_ids": completion, "completion_logprobs": lps}
+    return {"prompt_ids": prompt, "completion_ids": completion, "completion_logprobs": lps, "finish_reason": "stop"}
 
 
 def _records(logs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -80,6 +82,10 @@ def _records(logs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             out.append({"session_id": f"s{s}", "call_index": k, **c})
     random.Random(len(out)).shuffle(out)  # any order in the file: call_index orders them
     return out
+
+
+def _length(log: list[dict[str, Any]]) -> list[bool]:
+    return [c.get("finish_reason") == "length" for c in log]
 
 
 def _ref_calls(log: list[dict[str, Any]]) -> list[tuple[list[int], list[int], list[float]]]:
@@ -93,7 +99,8 @@ def _as_ref(a: Any, sid: str) -> dict[str, Any]:
     chains = a.sessions[sid]
     return {
         "chains": [
-            {"ids": c.ids.tolist(), "loss": c.loss_mask.tolist(), "logprobs": c.logprobs.tolist(), "calls": c.call_index.tolist(), "open": c.open}
+            {"ids": c.ids.tolist(), "loss": c.loss_mask.tolist(), "logprobs": c.logprobs.tolist(), "calls": c.call_index.tolist(), "open": c.open,
+             "parent": c.parent, "shared": c.shared}  # fmt: skip
             for c in chains
         ],
         "events": [
@@ -146,7 +153,7 @@ def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: 
     pol = resolve_policy(policy)
     for s, log in enumerate(logs):
         calls = _ref_calls(log)
-        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B})
+        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B}, length=_length(log))
         got = _as_ref(a, f"s{s}")
         assert _same(got["chains"], want["chains"])
         assert _same(got["events"], want["events"])
@@ -172,7 +179,8 @@ def test_planted_events_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     kinds = [(e.call_index, e.kind, e.policy) for e in a.events]
     assert kinds == [(2, "rollback", "fork"), (3, "seam_drift", "realign"), (4, "new_root", "fork"), (5, "rewrite", "fork")]
     chains = a.sessions["x"]
-    assert len(chains) == 4 and [c.open for c in chains] == [False, False, True, True]
+    assert len(chains) == 4 and all(c.open for c in chains)  # a branch closes nothing
+    assert [(c.parent, c.shared) for c in chains] == [(None, 0), (0, len(c2[0])), (None, 0), (1, 4)]
     assert a.events[1].masked == 2 and a.events[1].removed == 2  # the sampled 15, END replaced by the prompt's 7, END
     assert a.summary.masked_by_cause == {"seam_drift": 2}
     assert a.summary.forks_by_cause == {"rollback": 1, "new_root": 1, "rewrite": 1}
@@ -273,7 +281,7 @@ def test_prompts_that_are_views_of_one_array_give_the_same_chains() -> None:
     flat = np.concatenate([np.asarray(r["prompt_ids"], dtype=np.uint32) for r in records])
     ends = np.cumsum([len(r["prompt_ids"]) for r in records])
     views = [
-        Call(r["session_id"], flat[e - len(r["prompt_ids"]) : e], np.asarray(r["completion_ids"], np.uint32), call_index=r["call_index"],
+        Call(r["session_id"], flat[e - len(r["prompt_ids"]) : e], np.asarray(r["completion_ids"], np.uint32), call_index=r["call_index"], finish_reason=r["finish_reason"],
              completion_logprobs=np.asarray([np.nan if x is None else x for x in r["completion_logprobs"]], np.float32) if r["completion_logprobs"] else None)
         for r, e in zip(records, ends)
     ]  # fmt: skip

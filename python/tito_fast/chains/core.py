@@ -33,7 +33,7 @@ from tito_fast.chains.calls import (
 from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets, map_offsets
 
 #: Event kinds, in the order of the Rust codes.
-KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root")
+KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root", "length")
 #: The causes a policy is chosen for.
 CAUSES = ("seam_drift", "rollback", "rewrite", "new_root")
 POLICIES = ("fork", "realign", "drop")
@@ -83,19 +83,28 @@ class Chain:
     and `role` (per id) are its message (of the request, when the calls
     carry their `messages`; else the rendered block) and its role.
 
+    A session is a forest: each chain is one leaf's path. `parent` is the
+    chain this one branched off (None: a root) and `shared` the number of
+    leading ids the two have in common; those ids have loss 0 here (they are
+    trained in the parent), so a trainer may pack a shared prefix once
+    (`Assembly.packed`). `open` is False when the chain's last call ended on
+    `finish_reason="length"`: no later call extends it.
+
     The arrays are views of the assembly's flat arrays (one buffer for every
     chain of a batch of sessions), made when first read.
     """
 
-    __slots__ = ("session_id", "index", "open", "_flat", "_ids", "_spans", "_fam", "_messages", "_last")
+    __slots__ = ("session_id", "index", "open", "parent", "shared", "_flat", "_ids", "_spans", "_fam", "_messages", "_last")
 
     def __init__(
         self, session_id: str, index: int, flat: Mapping[str, np.ndarray], ids: tuple[int, int], spans: tuple[int, int],
         open: bool, fam: _Family, messages: Callable[[int], _Request], last: tuple[int, int],
+        tree: tuple[int | None, int] = (None, 0),
     ) -> None:  # fmt: skip
         self.session_id = session_id
         self.index = index
-        self.open = open  # False: a later call forked off it
+        self.open = open  # False: its last call ended on finish_reason="length", no call extends it
+        self.parent, self.shared = tree  # the chain it branched off (None: a root), leading ids shared with it
         self._flat = flat  # ids, loss_mask, logprobs, span_start and span_call of the whole batch
         self._ids = ids  # (start, end) in the flat ids
         self._spans = spans  # (start, end) in the flat call runs
@@ -144,7 +153,10 @@ class Chain:
         return self._flat
 
     def __repr__(self) -> str:
-        return f"Chain(session_id={self.session_id!r}, index={self.index}, ids={len(self)}, sampled={self.sampled}, open={self.open})"
+        return (
+            f"Chain(session_id={self.session_id!r}, index={self.index}, ids={len(self)}, sampled={self.sampled}, open={self.open}, "
+            f"parent={self.parent}, shared={self.shared})"
+        )
 
     def __len__(self) -> int:
         return self._ids[1] - self._ids[0]
@@ -189,6 +201,8 @@ class Chain:
             "session_id": self.session_id,
             "chain": self.index,
             "open": self.open,
+            "parent": self.parent,
+            "shared": self.shared,
             "ids": self.ids.tolist(),
             "loss_mask": self.loss_mask.tolist(),
             "logprobs": [None if math.isnan(x) else x for x in self.logprobs.tolist()],
@@ -485,6 +499,8 @@ def _object_batch(sessions: Sessions) -> _Batch:
     requests: list[_Request] = [(c.messages, c.tools) for c in calls]  # what chains keep of the calls
     args = _csr(sessions)
     args["order"] = None
+    ended = [c.finish_reason == "length" for c in calls]
+    args["length"] = np.asarray(ended, dtype=bool) if any(ended) else None
     index = list(map(attrgetter("call_index"), calls))
     if None in index:  # a call without one: its place in its session
         index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
@@ -737,6 +753,12 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     c_vals, c_off = completion
     messages_col = table.column("messages") if "messages" in table.column_names else None
     tools_col = table.column("tools") if "tools" in table.column_names else None
+    length = None  # per row: the completion ended on finish_reason="length"
+    if "finish_reason" in table.column_names:
+        fr = table.column("finish_reason")
+        if not pa.types.is_null(fr.type):
+            word = b"length" if pa.types.is_binary(fr.type) or pa.types.is_large_binary(fr.type) else "length"
+            length = np.asarray(pc.fill_null(pc.equal(fr, pa.scalar(word, fr.type)), False), dtype=bool)
     batches = []
     start = 0
     for lo in range(0, len(ids), BATCH_SESSIONS):
@@ -746,6 +768,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
         args = {
             "prompts": prompts.arg(), "completion": c_vals, "completion_offsets": c_off, "logprobs": logprobs,
             "session_offsets": np.concatenate([[0], np.cumsum(part)]).astype(np.int64), "order": rows_part.astype(np.int64),
+            "length": length,
         }  # fmt: skip
 
         def ids_of(g: int, rows: np.ndarray = rows_part) -> np.ndarray:
@@ -789,10 +812,12 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
     for g in range(len(chain_session) - 1, -1, -1):
         first_chain[chain_session[g]] = g
     last = zip(out["chain_last_call"].tolist(), out["chain_prompt_len"].tolist())
-    for g, (s, lc) in enumerate(zip(chain_session, last)):
+    tree = zip(out["chain_parent"].tolist(), out["chain_shared"].tolist())
+    for g, (s, lc, (parent, shared)) in enumerate(zip(chain_session, last, tree)):
         sid = batch.ids[s]
+        local = (None if parent < 0 else parent - first_chain[s], shared)
         by_session[sid].append(
-            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch.messages, lc)
+            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch.messages, lc, local)
         )
     events: list[Event] = []
     if not len(out["event_call"]):
@@ -871,7 +896,8 @@ def _run(
     out = assemble_calls(
         a["prompts"], a["completion"], a["completion_offsets"], a["logprobs"], a["session_offsets"], order=a["order"],
         trim_ids=fam.trim, max_trim=fam.max_trim, realign_window=window,
-        policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary, threads=threads,
+        policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary,
+        length=a["length"], threads=threads,
     )  # fmt: skip
     return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
 

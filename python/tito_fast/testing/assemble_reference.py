@@ -4,7 +4,8 @@ tests and the baseline of `benches/bench_assemble.py`.
 
 `assemble_session(calls, ...)` takes one session's calls in order as
 `(prompt_ids, completion_ids, logprobs)` lists and returns its chains and
-events as plain dicts.
+events as plain dicts. Every call is compared with every chain of its
+session (no index): the spec, not a fast path.
 """
 
 from __future__ import annotations
@@ -25,16 +26,14 @@ def _lcp(a: list[int], b: list[int]) -> int:
 
 
 def _first_block_end(ids: list[int], boundary: set[int]) -> int:
-    if not boundary:
-        return len(ids)
-    for i in range(1, len(ids)):
-        if ids[i] in boundary:
-            return i
-    return len(ids)
+    """Where the first message block ends: at the second boundary id (the
+    first opens it); the whole sequence without two."""
+    marks = [i for i, x in enumerate(ids) if x in boundary][:2]
+    return marks[1] if len(marks) == 2 else len(ids)
 
 
 class _Chain:
-    def __init__(self, first_block_end: int) -> None:
+    def __init__(self, first_block_end: int, parent: int | None) -> None:
         self.ids: list[int] = []
         self.loss: list[int] = []
         self.logprobs: list[float] = []
@@ -42,6 +41,8 @@ class _Chain:
         self.prompt_ends: list[int] = []  # per call in the chain
         self.first_block_end = first_block_end
         self.open = True
+        self.parent = parent
+        self.stamp = 0
 
     def cut(self, at: int) -> int:
         masked = sum(self.loss[at:])
@@ -70,32 +71,46 @@ def assemble_session(
     realign_window: int = 8,
     policy: Mapping[str, Policy] | None = None,
     boundary: set[int] | frozenset[int] = frozenset(),
+    length: list[bool] | None = None,
 ) -> dict[str, Any]:
-    """One session's chains (`ids`, `loss`, `logprobs`, `calls`, `open`), its
-    events and the chain of each call (-1: dropped)."""
+    """One session's chains (`ids`, `loss`, `logprobs`, `calls`, `open`,
+    `parent`, `shared`), its events and the chain of each call (-1: dropped).
+    `length[c]`: call c's completion ended on finish_reason="length"."""
     pol = policy or {"seam_drift": "realign", "rollback": "fork", "rewrite": "fork", "new_root": "fork"}
+    ended = length or [False] * len(calls)
     chains: list[_Chain] = []
     events: list[dict[str, Any]] = []
     call_chain: list[int] = []
     last: int | None = None
+    clock = 0
+
+    def touch(k: int) -> None:
+        nonlocal clock
+        clock += 1
+        chains[k].stamp = clock
+
+    def better(cand: tuple[int, int] | None, k: int, l: int) -> bool:  # furthest, ties to the latest
+        return cand is None or cand[1] < l or (cand[1] == l and chains[k].stamp > chains[cand[0]].stamp)
+
     for c, (prompt, completion, lps) in enumerate(calls):
-        # every open chain: how far the prompt follows it
-        candidates = [(k, _lcp(ch.ids, prompt)) for k, ch in enumerate(chains) if ch.open]
+        # every chain: how far the prompt follows it
+        candidates = [(k, _lcp(ch.ids, prompt)) for k, ch in enumerate(chains)]
         extends = None
         for k, l in candidates:
             ch = chains[k]
             n = len(ch.ids)
             whole = l == n
             trimmed = n - l <= max_trim and all(x in trim for x in ch.ids[l:]) and l < len(prompt)
-            if whole or trimmed:
-                if extends is None or extends[1] < l or (extends[1] == l and k == last and extends[0] != last):
-                    extends = (k, l)
-        if extends is not None:
+            if (whole or trimmed) and better(extends, k, l):
+                extends = (k, l)
+        if extends is not None and chains[extends[0]].open:
             k, l = extends
             ch = chains[k]
             removed = len(ch.ids) - l
             masked = ch.cut(l)
             ch.add(c, prompt, completion, lps, l)
+            ch.open = not ended[c]
+            touch(k)
             if removed or last != k:
                 events.append({"call": c, "kind": "extend", "policy": "extend", "chain": k, "to_chain": k,
                                "position": l, "removed": removed, "masked": masked, "dropped": 0})  # fmt: skip
@@ -104,22 +119,22 @@ def assemble_session(
             continue
         best = None
         for k, l in candidates:
-            if best is None or best[1] < l or (best[1] == l and k == last and best[0] != last):
+            if better(best, k, l):
                 best = (k, l)
-        if best is None:
-            ch = _Chain(_first_block_end(prompt, set(boundary)))
-            ch.add(c, prompt, completion, lps, 0)
-            chains.append(ch)
-            if c > 0:
-                events.append({"call": c, "kind": "new_root", "policy": "fork", "chain": None, "to_chain": len(chains) - 1,
-                               "position": 0, "removed": 0, "masked": 0, "dropped": 0})  # fmt: skip
+        if best is None:  # the session's first call
+            chains.append(_Chain(_first_block_end(prompt, set(boundary)), None))
+            chains[-1].add(c, prompt, completion, lps, 0)
+            chains[-1].open = not ended[c]
+            touch(len(chains) - 1)
             call_chain.append(len(chains) - 1)
             last = len(chains) - 1
             continue
-        k, l = best
+        k, l = extends if extends is not None else best
         ch = chains[k]
         n = len(ch.ids)
-        if l == len(prompt):
+        if extends is not None:
+            kind = "length"
+        elif l == len(prompt):
             kind = "rollback"
         elif n - l <= realign_window and l >= (ch.prompt_ends[-1] if ch.prompt_ends else 0):
             kind = "seam_drift"
@@ -127,7 +142,7 @@ def assemble_session(
             kind = "new_root"
         else:
             kind = "rewrite"
-        p = pol[kind]
+        p = "fork" if kind == "length" else pol[kind]
         ev = {"call": c, "kind": kind, "policy": p, "chain": k, "to_chain": None, "position": l, "removed": 0, "masked": 0, "dropped": 0}
         if p == "drop":
             ev["dropped"] = len(completion)
@@ -136,22 +151,33 @@ def assemble_session(
             ev["removed"] = n - l
             ev["masked"] = ch.cut(l)
             ch.add(c, prompt, completion, lps, l)
+            ch.open = not ended[c]
+            touch(k)
             ev["to_chain"] = k
             call_chain.append(k)
             last = k
         else:
-            if kind != "new_root":
-                ch.open = False
-            fresh = _Chain(_first_block_end(prompt, set(boundary)))
+            fresh = _Chain(_first_block_end(prompt, set(boundary)), None if kind == "new_root" else k)
             fresh.add(c, prompt, completion, lps, 0)
+            fresh.open = not ended[c]
             chains.append(fresh)
+            touch(len(chains) - 1)
             ev["to_chain"] = len(chains) - 1
             call_chain.append(len(chains) - 1)
             last = len(chains) - 1
         events.append(ev)
+
+    def shared(ch: _Chain) -> int:
+        if ch.parent is None:
+            return 0
+        unsampled = ch.loss.index(1) if 1 in ch.loss else len(ch.loss)
+        return min(_lcp(ch.ids, chains[ch.parent].ids), unsampled)
+
     return {
         "chains": [
-            {"ids": ch.ids, "loss": ch.loss, "logprobs": ch.logprobs, "calls": ch.calls, "open": ch.open} for ch in chains
+            {"ids": ch.ids, "loss": ch.loss, "logprobs": ch.logprobs, "calls": ch.calls, "open": ch.open,
+             "parent": ch.parent, "shared": shared(ch)}  # fmt: skip
+            for ch in chains
         ],
         "events": events,
         "call_chain": call_chain,

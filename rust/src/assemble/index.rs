@@ -151,37 +151,9 @@ impl Index {
         }
     }
 
-    /// The chains whose ids end at `p` or below it by at most `budget` ids,
-    /// each of them in `trim` (pushed to `out`).
-    pub fn trimmed_tips<'a>(&self, seq: &impl Fn(u32) -> Seq<'a>, p: Pos, budget: usize, trim: &[u32], out: &mut Vec<u32>) {
-        let (u, d) = match p.into {
-            None => (p.node, p.depth),
-            Some(v) => {
-                // The rest of the edge into v must be trim ids, within the budget.
-                let node = &self.nodes[v as usize];
-                if node.depth - p.depth > budget {
-                    return;
-                }
-                let s = seq(node.src);
-                if !(p.depth..node.depth).all(|i| trim.contains(&at(s, i))) {
-                    return;
-                }
-                let left = budget - (node.depth - p.depth);
-                out.extend_from_slice(&node.tips);
-                if left == 0 {
-                    return;
-                }
-                return self.trimmed_tips(seq, Pos { node: v, depth: node.depth, into: None }, left, trim, out);
-            }
-        };
-        if budget == 0 {
-            return;
-        }
-        for &t in trim {
-            if let Some(&v) = self.kids.get(&(u, t)) {
-                self.trimmed_tips(seq, Pos { node: u, depth: d, into: Some(v) }, budget, trim, out);
-            }
-        }
+    /// How many ids down `node` is.
+    pub fn depth(&self, node: u32) -> usize {
+        self.nodes[node as usize].depth
     }
 
     /// The chains ending at `node`.
@@ -429,14 +401,6 @@ mod tests {
         let p = ix.walk(&seq, (&[1, 2, 3, 4, 5, 6, 7], &[]), 7, Pos::ROOT, &mut path);
         assert_eq!((p.depth, p.node), (6, c));
         assert_eq!(path.len(), 2);
-        // trim ids below a point
-        let p = ix.walk(&seq, (&[1, 2, 3, 4, 8], &[]), 5, Pos::ROOT, &mut Vec::new());
-        let mut out = Vec::new();
-        ix.trimmed_tips(&seq, p, 2, &[5, 6], &mut out);
-        assert_eq!(out, [0]);
-        out.clear();
-        ix.trimmed_tips(&seq, p, 1, &[5, 6], &mut out);
-        assert!(out.is_empty());
         // chain 1 gone: its branch is removed and [1, 2] merged away; the
         // latest kept at the root (chain 1) is found stale and found again
         stamps[1] = 4;

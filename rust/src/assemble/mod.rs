@@ -294,20 +294,24 @@ fn first_block_end(ids: &[u32], boundary: &[u32]) -> usize {
 }
 
 /// One session's matching state: its chains, the index of their ids, and
-/// per chain its stamp (when it last changed) and the index node of its end.
+/// per chain its stamp (when it last changed), the index node of its end
+/// and the nodes where it ends less trailing trim ids (its *trimmed ends*:
+/// a prompt that passes one of them may extend the chain).
 struct Forest<'c, 'a> {
     calls: &'c Calls<'a>,
+    opt: &'c Options,
     out: Assembled,
     index: index::Index,
     stamps: Vec<u64>,
     tips: Vec<u32>,
+    trimmed: Vec<Vec<u32>>,
     clock: u64,
 }
 
 impl Forest<'_, '_> {
-    /// Chain `k` now holds `s[..n]` (call `c`'s prompt and completion), whose
-    /// ids depart from the index at `p` (or further down): index them there.
-    fn place(&mut self, k: usize, c: u32, p: index::Pos, old_tip: Option<u32>) {
+    /// Chain `k` now holds call `c`'s prompt and completion, whose ids depart
+    /// from the index at `p` (or further down): index them there.
+    fn place(&mut self, k: usize, c: u32, p: index::Pos, replaces: bool) {
         let calls = self.calls;
         let seq = |x: u32| calls.seq(x);
         let s = calls.seq(c);
@@ -316,26 +320,41 @@ impl Forest<'_, '_> {
         let node = self.index.insert(&seq, q, c, s, n);
         self.clock += 1;
         let k32 = u32::try_from(k).expect("fewer than 2**32 chains a session");
-        if k == self.stamps.len() {
+        let (old_tip, old_trimmed) = if replaces {
+            self.stamps[k] = self.clock;
+            (Some(std::mem::replace(&mut self.tips[k], node)), std::mem::take(&mut self.trimmed[k]))
+        } else {
             self.stamps.push(self.clock);
             self.tips.push(node);
-        } else {
-            self.stamps[k] = self.clock;
-            self.tips[k] = node;
-        }
+            self.trimmed.push(Vec::new());
+            (None, Vec::new())
+        };
         self.index.add_tip(node, k32, self.clock);
+        // Its trimmed ends: up to max_trim trailing ids of the trim set.
+        let mut t = 1;
+        while t <= self.opt.max_trim && t <= n && self.opt.trim.contains(&index::at(s, n - t)) {
+            let q = self.index.walk(&seq, s, n - t, index::Pos::ROOT, &mut Vec::new());
+            let at = self.index.insert(&seq, q, c, s, n - t);
+            self.index.add_tip(at, k32, self.clock);
+            self.trimmed[k].push(at);
+            t += 1;
+        }
+        // The old ends go, the deepest first (a node is removed only once no chain ends at or below it).
         if let Some(t) = old_tip {
+            self.index.remove_tip(&seq, t, k32);
+        }
+        for t in old_trimmed {
             self.index.remove_tip(&seq, t, k32);
         }
     }
 
     /// A new chain of call `c` (branching off `parent`), indexed from `p`.
-    fn fork(&mut self, c: u32, parent: Option<usize>, boundary: &[u32], p: index::Pos) -> usize {
+    fn fork(&mut self, c: u32, parent: Option<usize>, p: index::Pos) -> usize {
         let (prompt, completion) = self.calls.seq(c);
         let k = self.out.chains.len();
         let open = !self.calls.ended(c as usize);
-        self.out.chains.push(Chain::new(c, prompt, completion.len(), boundary, open, parent));
-        self.place(k, c, p, None);
+        self.out.chains.push(Chain::new(c, prompt, completion.len(), &self.opt.boundary, open, parent));
+        self.place(k, c, p, false);
         k
     }
 
@@ -345,9 +364,16 @@ impl Forest<'_, '_> {
         let (prompt, completion) = self.calls.seq(c);
         let masked = self.out.chains[k].take_over(c, prompt, completion.len(), from);
         self.out.chains[k].open = !self.calls.ended(c as usize);
-        let old = self.tips[k];
-        self.place(k, c, p, Some(old));
+        self.place(k, c, p, true);
         masked
+    }
+
+    /// Ids `prompt` has in common with chain `k`, knowing it passes the
+    /// chain's point `d` ids down.
+    fn common_from(&self, k: usize, d: usize, prompt: &[u32]) -> usize {
+        let ids = self.out.chains[k].parts(self.calls);
+        let n = ids.0.len() + ids.1.len();
+        d + index::lcp(index::sub(ids, d, n), (&prompt[d.min(prompt.len())..], &[]))
     }
 }
 
@@ -355,16 +381,17 @@ impl Forest<'_, '_> {
 pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
     let mut f = Forest {
         calls,
+        opt,
         out: Assembled { call_chain: Vec::with_capacity(calls.len()), ..Assembled::default() },
         index: index::Index::new(),
         stamps: Vec::new(),
         tips: Vec::new(),
+        trimmed: Vec::new(),
         clock: 0,
     };
     let seq = |x: u32| calls.seq(x);
     let mut last: Option<usize> = None; // the chain extended last
     let mut path = Vec::new();
-    let mut found = Vec::new();
     for c in 0..calls.len() {
         let call = u32::try_from(c).expect("fewer than 2**32 calls a session");
         let prompt = calls.prompt(c);
@@ -384,14 +411,13 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         };
         for &node in &path {
             for &k in f.index.tips(node) {
-                consider(k, f.out.chains[k as usize].len(), &f.stamps);
-            }
-        }
-        if lp < prompt.len() && opt.max_trim > 0 && !opt.trim.is_empty() {
-            found.clear();
-            f.index.trimmed_tips(&seq, p, opt.max_trim, &opt.trim, &mut found);
-            for &k in &found {
-                consider(k, lp, &f.stamps);
+                // A chain ending here, or here less trailing trim ids.
+                let n = f.out.chains[k as usize].len();
+                let d = f.index.depth(node);
+                let l = if d == n { n } else { f.common_from(k as usize, d, prompt) };
+                if l == n || l < prompt.len() {
+                    consider(k, l, &f.stamps);
+                }
             }
         }
         if let Some((k, l)) = extends.filter(|&(k, _)| f.out.chains[k].open) {
@@ -420,7 +446,7 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         };
         let Some((k, l, kind)) = best else {
             // The session's first call: a root, no event.
-            let k = f.fork(call, None, &opt.boundary, p);
+            let k = f.fork(call, None, p);
             f.out.call_chain.push(k as i64);
             last = Some(k);
             continue;
@@ -456,7 +482,7 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
             }
             Policy::Fork => {
                 let parent = (kind != Kind::NewRoot).then_some(k);
-                let j = f.fork(call, parent, &opt.boundary, p);
+                let j = f.fork(call, parent, p);
                 event.to_chain = j as i64;
                 f.out.call_chain.push(j as i64);
                 last = Some(j);
@@ -961,9 +987,9 @@ mod tests {
         // A BOS id before the first marker: the first block is still the system block.
         let r = run(
             &[
-                (&[1, B, 2, B, 3, B], &[4, 9]),           // main agent
-                (&[1, B, 5, B, 6, B], &[7, 9]),           // sub-agent: its own system prompt
-                (&[1, B, 5, B, 6, B, 7, 9, B, 8, B], &[7]), // the sub-agent again
+                (&[1, B, 2, B, 3, B], &[4, 9]),               // main agent
+                (&[1, B, 5, B, 6, B], &[7, 9]),               // sub-agent: its own system prompt
+                (&[1, B, 5, B, 6, B, 7, 9, B, 8, B], &[7]),   // the sub-agent again
                 (&[1, B, 2, B, 3, B, 4, 9, B, 10, B], &[11]), // the main agent resumes
             ],
             DEFAULT,
