@@ -129,6 +129,8 @@ def assemble_session(
             call_chain.append(len(chains) - 1)
             last = len(chains) - 1
             continue
+        if extends is not None and extends[1] < best[1]:  # cut by length, but another chain goes further
+            extends = None
         k, l = extends if extends is not None else best
         ch = chains[k]
         n = len(ch.ids)

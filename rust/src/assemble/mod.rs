@@ -12,7 +12,8 @@
 //!   the one it extends furthest, ties to the latest (the chain changed
 //!   last). A chain whose last call ended on `finish_reason="length"` is not
 //!   extended: a call that would extend it starts a new chain from it
-//!   (event `length`).
+//!   (event `length`), unless another chain goes further along the prompt
+//!   (then the call is an event against that one, below).
 //! - any other call is an event, classified against the chain it shares
 //!   most ids with (ties to the latest):
 //!   - `rollback`: the prompt is a prefix of the chain (a retry from an
@@ -440,9 +441,12 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
             last = Some(k);
             continue;
         }
+        // A chain cut by length that the prompt extends, when no chain goes
+        // further along the prompt: a `length` branch; else the chain it
+        // shares most with.
         let best = match extends {
-            Some((k, l)) => Some((k, l, Kind::Length)),
-            None => f.index.latest(p, &f.stamps, &f.tips).map(|k| (k as usize, lp, Kind::Extend)),
+            Some((k, l)) if l == lp => Some((k, l, Kind::Length)),
+            _ => f.index.latest(p, &f.stamps, &f.tips).map(|k| (k as usize, lp, Kind::Extend)),
         };
         let Some((k, l, kind)) = best else {
             // The session's first call: a root, no event.
