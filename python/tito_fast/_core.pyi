@@ -669,6 +669,7 @@ def assemble_calls(
     policy: tuple[str, str, str, str],
     boundary_ids: Sequence[int],
     length: npt.NDArray[np.bool_] | None = None,
+    leaves: str = "all",
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """Captured calls of many sessions to chains, on threads with the GIL released
@@ -680,7 +681,8 @@ def assemble_calls(
     `completion_offsets` None, one id sequence and one float32 array (None: none) per call; `order`: the
     call rows to assemble in session and call order (None: all, as given);
     `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root;
-    `length`: per call row, its completion ended on `finish_reason="length"` (None: none did).
+    `length`: per call row, its completion ended on `finish_reason="length"` (None: none did);
+    `leaves`: "all" or "drop_retries" (attempts a retry superseded are dropped and counted).
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
     chain_open, chain_last_call, chain_prompt_len, chain_parent, chain_shared, span_offsets, span_start, span_call, call_chain, event_*.
 

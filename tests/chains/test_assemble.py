@@ -133,18 +133,21 @@ POLICIES = [None, "fork", "drop", {"seam_drift": "fork", "rewrite": "drop"}, {"r
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10**6), sessions=st.integers(1, 4), policy=st.sampled_from(POLICIES), window=st.sampled_from([0, 2, 8]))
-def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: int, policy: Any, window: int) -> None:
+@given(
+    seed=st.integers(0, 10**6), sessions=st.integers(1, 4), policy=st.sampled_from(POLICIES), window=st.sampled_from([0, 2, 8]),
+    leaves=st.sampled_from(["all", "drop_retries"]),
+)  # fmt: skip
+def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: int, policy: Any, window: int, leaves: str) -> None:
     mp = pytest.MonkeyPatch()
     _no_tokenizer_family(mp)
     try:
         logs = [call_log(seed + s, 6 + (seed + s) % 10) for s in range(sessions)]
         records = _records(logs)
-        a = assemble(records, policy=policy, realign_window=window, threads=2)
+        a = assemble(records, policy=policy, realign_window=window, threads=2, leaves=leaves)
         # in chunks that are slices of one table's arrays, as a Parquet file of several row groups reads
         table = pa.Table.from_pylist(records)
         chunked = pa.Table.from_batches(table.to_batches(max_chunksize=1 + seed % len(records)))
-        columnar = assemble(chunked, policy=policy, realign_window=window, threads=1)
+        columnar = assemble(chunked, policy=policy, realign_window=window, threads=1, leaves=leaves)
     finally:
         mp.undo()
     assert chunked.column("prompt_ids").num_chunks == -(-len(records) // (1 + seed % len(records)))
@@ -153,11 +156,18 @@ def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: 
     pol = resolve_policy(policy)
     for s, log in enumerate(logs):
         calls = _ref_calls(log)
-        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B}, length=_length(log))
+        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B}, length=_length(log), leaves=leaves)
         got = _as_ref(a, f"s{s}")
         assert _same(got["chains"], want["chains"])
         assert _same(got["events"], want["events"])
         ref.check_invariant(calls, got)
+    packed = a.packed()  # each shared prefix once; unpacked, the same chains
+    for r, ch in enumerate(a.chains()):
+        whole = packed.unpack(r)
+        assert whole["ids"].tolist() == ch.ids.tolist() and whole["loss_mask"].tolist() == ch.loss_mask.tolist()
+        assert np.array_equal(whole["logprobs"], ch.logprobs, equal_nan=True)
+        assert whole["call_index"].tolist() == ch.call_index.tolist()
+    assert len(packed.ids) == sum(len(c) - c.shared for c in a.chains())
     total = sum(len(c["completion_ids"]) for log in logs for c in log)
     sm = a.summary
     assert sm.sampled_ids == total

@@ -6,9 +6,12 @@ completion ids, logprobs), goes in; per session, chains come out in which
 each call's prompt is exactly the ids before its completion, with loss 1 on
 exactly the sampled ids and the engine's logprobs there. Where a call does
 not extend a chain (a retry, a compacted or edited history, a sub-agent, a
-re-rendered seam), an `Event` says what happened, where, what kind of
-difference it is, and what the policy did; nothing sampled is lost without
-being counted.
+re-rendered seam, a call after a length cut), an `Event` says what happened,
+where, what kind of difference it is, and what the policy did; nothing
+sampled is lost without being counted. A session is a forest: every chain
+stays open to later calls (the main agent resumes its chain after a
+sub-agent), each chain is one leaf's path with its parent and the ids it
+shares with it, and `Assembly.packed()` stores each shared prefix once.
 
 Example:
     >>> from tito_fast import assemble
@@ -23,6 +26,7 @@ from tito_fast.chains.core import (
     DEFAULT_POLICY,
     DEFAULT_REALIGN_WINDOW,
     KINDS,
+    LEAVES,
     POLICIES,
     Assembly,
     AssemblySummary,
@@ -31,12 +35,14 @@ from tito_fast.chains.core import (
     assemble,
     resolve_policy,
 )
+from tito_fast.chains.packed import PackedChains
 
 __all__ = [
     "CAUSES",
     "DEFAULT_POLICY",
     "DEFAULT_REALIGN_WINDOW",
     "KINDS",
+    "LEAVES",
     "POLICIES",
     "Assembly",
     "AssemblySummary",
@@ -45,6 +51,7 @@ __all__ = [
     "CallsError",
     "Chain",
     "Event",
+    "PackedChains",
     "assemble",
     "read_calls",
     "resolve_policy",

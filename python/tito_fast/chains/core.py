@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import chain as concat
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -32,8 +32,13 @@ from tito_fast.chains.calls import (
 )
 from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets, map_offsets
 
+if TYPE_CHECKING:
+    from tito_fast.chains.packed import PackedChains
+
 #: Event kinds, in the order of the Rust codes.
-KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root", "length")
+KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root", "length", "superseded")
+#: The leaf pickers: every leaf of a session's forest, or without the attempts a retry superseded.
+LEAVES = ("all", "drop_retries")
 #: The causes a policy is chosen for.
 CAUSES = ("seam_drift", "rollback", "rewrite", "new_root")
 POLICIES = ("fork", "realign", "drop")
@@ -215,7 +220,10 @@ class Event:
     """A call that did not simply extend the chain extended last.
 
     `kind`: extend (another chain, or after trimming trailing ids), seam_drift,
-    rollback, rewrite or new_root; `policy`: what was done (fork, realign,
+    rollback, rewrite, new_root, length (the call extends a chain whose last
+    call was cut by `finish_reason="length"`: it branches off it) or
+    superseded (`leaves="drop_retries"`: an attempt a retry replaced, dropped
+    from the retry's branch point on); `policy`: what was done (fork, realign,
     drop; "extend" for an extension); `chain`: the chain it was matched
     against (None: none open), `to_chain`: where the call went (None:
     dropped); `position`: the ids it shares with that chain, `message_index`
@@ -310,6 +318,13 @@ class Assembly:
     def chains(self) -> list[Chain]:
         """Every chain, session by session."""
         return [c for cs in self.sessions.values() for c in cs]
+
+    def packed(self) -> PackedChains:
+        """Every chain stored from where it parts from its parent on (a shared
+        prefix once: `tito_fast.chains.packed.PackedChains`)."""
+        from tito_fast.chains.packed import pack
+
+        return pack(self)
 
     @property
     def nbytes(self) -> int:
@@ -889,7 +904,7 @@ BATCH_SESSIONS = 2048
 
 
 def _run(
-    batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None
+    batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None, leaves: str = "all"
 ) -> tuple[dict[str, list[Chain]], list[Event], int]:
     """The Rust matching of one batch: its chains, events and ids delivered with loss 1."""
     a = batch.args
@@ -897,7 +912,7 @@ def _run(
         a["prompts"], a["completion"], a["completion_offsets"], a["logprobs"], a["session_offsets"], order=a["order"],
         trim_ids=fam.trim, max_trim=fam.max_trim, realign_window=window,
         policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary,
-        length=a["length"], threads=threads,
+        length=a["length"], leaves=leaves, threads=threads,
     )  # fmt: skip
     return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
 
@@ -912,6 +927,7 @@ def assemble(
     on_error: OnError = "fail",
     threads: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    leaves: str = "all",
 ) -> Assembly:
     """Captured calls to trainable chains, per session.
 
@@ -935,6 +951,11 @@ def assemble(
         on_error: "fail" (raise `CallsError` for the first bad record) or "skip" (count it).
         threads: threads for the matching (None: all cores).
         progress: called with (sessions assembled, sessions) after each batch.
+        leaves: "all" (one chain per leaf of each session's forest) or
+            "drop_retries" (an attempt that a retry superseded, i.e. a chain a
+            rollback branched off that took no call after it, is dropped from
+            the branch point on and counted as `superseded`; the retry's chain
+            keeps the history before it).
 
     Example:
         >>> a = assemble([{"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [3]},
@@ -945,6 +966,8 @@ def assemble(
     if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
         raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
     pol = resolve_policy(policy)
+    if leaves not in LEAVES:
+        raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
     fam = _family(tokenizer, family)
     table, name = _as_table(calls)
     records: Any = calls
@@ -952,7 +975,7 @@ def assemble(
         got = _table_batches(table, name, on_error)
         if got is not None:
             batches, bad, total = got
-            return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress)
+            return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress, leaves)
         records = [  # a column type the columnar path does not read: every row through the one reader
             parse_call(row, f"{name}:row {r}" if name else f"row {r}", json_text=True) for r, row in enumerate(table.to_pylist())
         ]
@@ -965,7 +988,7 @@ def assemble(
         _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]))
         for lo in range(0, len(sessions.ids), BATCH_SESSIONS)
     )
-    return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress)
+    return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress, leaves)
 
 
 def _as_table(calls: Any) -> tuple[Any, str]:
@@ -987,13 +1010,13 @@ def _as_table(calls: Any) -> tuple[Any, str]:
 
 def _assemble_batches(
     batches: Iterator[_Batch], total: int, bad: list[BadCall], fam: _Family, pol: Mapping[str, str], window: int,
-    threads: int | None, progress: Callable[[int, int], None] | None,
+    threads: int | None, progress: Callable[[int, int], None] | None, leaves: str = "all",
 ) -> Assembly:  # fmt: skip
     by_session: dict[str, list[Chain]] = {}
     events: list[Event] = []
     n_calls = sampled = delivered = done = 0
     for batch in batches:
-        chains, evs, got = _run(batch, fam, pol, window, threads)
+        chains, evs, got = _run(batch, fam, pol, window, threads, leaves)
         n_calls += len(batch.call_index)
         sampled += batch.sampled
         delivered += got

@@ -15,16 +15,21 @@ from tito_fast.chains.core import KINDS, Assembly
 from tito_fast.score.outputs import Output
 
 
-def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None) -> None:
-    """Every chain as one row: `session_id`, `chain`, `open`, `ids` (uint32),
-    `loss_mask` (uint8), `logprobs` (float32, null where not sampled) and
-    `call_index` (int64) per id; `.parquet` or `.jsonl` by the file name.
-    Written whole or not at all (`tito_fast.score.outputs.Output`; `arg`
-    names the option in its errors)."""
+def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None, *, packed: bool = False) -> None:
+    """Every chain as one row: `session_id`, `chain`, `open`, `parent` (the
+    chain it branched off, null for a root), `shared` (leading ids shared
+    with it), `ids` (uint32), `loss_mask` (uint8), `logprobs` (float32, null
+    where not sampled) and `call_index` (int64) per id; `.parquet` or
+    `.jsonl` by the file name. `packed` (Parquet only): the packed form
+    (`PackedChains.table`: each chain from `shared` on, a shared prefix
+    stored once). Written whole or not at all
+    (`tito_fast.score.outputs.Output`; `arg` names the option in its errors)."""
     p = Path(path)
     if p.suffix not in (".jsonl", ".parquet"):
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
     if p.suffix == ".jsonl":
+        if packed:
+            raise ValueError(f"{path}: the packed form is written as Parquet: name the chains file .parquet")
         chains = assembly.chains()
         with Output(p, arg) as out:
             f = out.open("w", encoding="utf-8")
@@ -34,7 +39,7 @@ def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None) -
     if p.suffix != ".parquet":
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")
     pq = _deps.parquet()
-    table = chains_table(assembly)
+    table = assembly.packed().table() if packed else chains_table(assembly)
     with Output(p, arg) as out:
         pq.write_table(table, out.sink())
 
@@ -59,6 +64,8 @@ def chains_table(assembly: Assembly) -> Any:
             "session_id": pa.array([c.session_id for c in chains], type=pa.string()),
             "chain": pa.array([c.index for c in chains], type=pa.int32()),
             "open": pa.array([c.open for c in chains], type=pa.bool_()),
+            "parent": pa.array([c.parent for c in chains], type=pa.int32()),
+            "shared": pa.array([c.shared for c in chains], type=pa.int64()),
             "ids": column([c.ids for c in chains], np.uint32),
             "loss_mask": column([c.loss_mask for c in chains], np.uint8),
             "logprobs": column([c.logprobs for c in chains], np.float32, mask_nan=True),

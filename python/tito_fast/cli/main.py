@@ -184,6 +184,11 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     asm.add_argument("--realign-window", type=_non_negative, default=8, help="seam drift: within this many ids of a chain's end")
     asm.add_argument("--out", metavar="CHAINS", help="write the chains to CHAINS (.parquet or .jsonl)")
+    asm.add_argument(
+        "--leaves", choices=["all", "drop_retries"], default="all",
+        help="one chain per leaf of each session's forest (all, the default), or drop the attempts a retry superseded",
+    )  # fmt: skip
+    asm.add_argument("--packed", action="store_true", help="write --out (.parquet) in packed form: each shared prefix once")
     asm.add_argument("--json", metavar="OUT", help="write the summary, events and bad records as JSON ('-' for stdout)")
     asm.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with plots")
     asm.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="stop at a bad record (default) or skip it")
@@ -661,6 +666,8 @@ def _assemble(ns: argparse.Namespace) -> int:
 
     if ns.out is not None and Path(ns.out).suffix not in (".parquet", ".jsonl"):
         raise UsageError(f"--out {ns.out}: name it .parquet or .jsonl")
+    if ns.packed and (ns.out is None or Path(ns.out).suffix != ".parquet"):
+        raise UsageError("--packed: the packed form is written with --out CHAINS.parquet")
     _check_outputs({"--out": ns.out, "--json": ns.json, "--report": ns.report}, [ns.calls, ns.tokenizer])
     policy = _policy_arg(ns.policy)
     bar = Progress(0, sys.stderr, ns.quiet, verb="assembled", unit="sessions")
@@ -673,7 +680,7 @@ def _assemble(ns: argparse.Namespace) -> int:
     try:
         a = assemble(
             ns.calls, family=ns.family, tokenizer=ns.tokenizer, policy=policy, realign_window=ns.realign_window,
-            on_error=ns.on_error, threads=ns.threads, progress=progress,
+            on_error=ns.on_error, threads=ns.threads, progress=progress, leaves=ns.leaves,
         )  # fmt: skip
     except MissingDependency:
         raise
@@ -681,7 +688,7 @@ def _assemble(ns: argparse.Namespace) -> int:
         raise UsageError(str(e)) from e
     seconds = time.perf_counter() - start
     if ns.out:
-        write_chains(a, ns.out, "--out")
+        write_chains(a, ns.out, "--out", packed=ns.packed)
     if ns.json:
         _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False), "--json")
     if ns.report:

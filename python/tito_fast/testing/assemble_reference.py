@@ -43,14 +43,17 @@ class _Chain:
         self.open = True
         self.parent = parent
         self.stamp = 0
+        self.spans: list[tuple[int, int]] = []  # (call, where its ids start), in order
 
     def cut(self, at: int) -> int:
         masked = sum(self.loss[at:])
         del self.ids[at:], self.loss[at:], self.logprobs[at:], self.calls[at:]
         self.prompt_ends = [min(p, at) for p in self.prompt_ends]
+        self.spans = [(c, f) for c, f in self.spans if f < at]
         return masked
 
     def add(self, call: int, prompt: list[int], completion: list[int], lps: list[float], start: int) -> None:
+        self.spans.append((call, start))
         new = prompt[start:]
         self.ids += new
         self.loss += [0] * len(new)
@@ -72,10 +75,14 @@ def assemble_session(
     policy: Mapping[str, Policy] | None = None,
     boundary: set[int] | frozenset[int] = frozenset(),
     length: list[bool] | None = None,
+    leaves: str = "all",
 ) -> dict[str, Any]:
     """One session's chains (`ids`, `loss`, `logprobs`, `calls`, `open`,
     `parent`, `shared`), its events and the chain of each call (-1: dropped).
-    `length[c]`: call c's completion ended on finish_reason="length"."""
+    `length[c]`: call c's completion ended on finish_reason="length";
+    `leaves="drop_retries"`: a chain a retry branched off (a rollback fork)
+    that took no call after the retry is dropped from the branch point on
+    (event "superseded"), the retry's chain taking over its ids before it."""
     pol = policy or {"seam_drift": "realign", "rollback": "fork", "rewrite": "fork", "new_root": "fork"}
     ended = length or [False] * len(calls)
     chains: list[_Chain] = []
@@ -169,6 +176,9 @@ def assemble_session(
             last = len(chains) - 1
         events.append(ev)
 
+    if leaves == "drop_retries":
+        chains, events, call_chain = _drop_retries(chains, events, call_chain)
+
     def shared(ch: _Chain) -> int:
         if ch.parent is None:
             return 0
@@ -184,6 +194,68 @@ def assemble_session(
         "events": events,
         "call_chain": call_chain,
     }
+
+
+def _drop_retries(
+    chains: list[_Chain], events: list[dict[str, Any]], call_chain: list[int]
+) -> tuple[list[_Chain], list[dict[str, Any]], list[int]]:
+    n = len(chains)
+    to = list(range(n))
+
+    def find(k: int) -> int:
+        while to[k] != k:
+            k = to[k]
+        return k
+
+    gone = [False] * n
+    extra: list[dict[str, Any]] = []
+    lost: set[int] = set()
+    for ev in events:
+        if ev["kind"] != "rollback" or ev["policy"] != "fork" or ev["chain"] is None or ev["to_chain"] is None:
+            continue
+        j, h = ev["to_chain"], find(ev["chain"])
+        if h == j or gone[j]:
+            continue
+        H, J = chains[h], chains[j]
+        if H.spans and H.spans[-1][0] > J.spans[0][0]:
+            continue  # taken up again after the retry
+        at = min(ev["position"], _lcp(H.ids, J.ids))
+        removed = len(H.ids) - at
+        lost |= {c for c in set(H.calls) if any(f for f, cc in zip(H.loss, H.calls) if cc == c)
+                 and not any(f for f, cc in zip(H.loss[:at], H.calls[:at]) if cc == c)}  # fmt: skip
+        dropped = sum(H.loss[at:])
+        spans = [(c, f) for c, f in H.spans if f < at]
+        J.ids, J.loss, J.logprobs, J.calls = H.ids[:at] + J.ids[at:], H.loss[:at] + J.loss[at:], H.logprobs[:at] + J.logprobs[at:], H.calls[:at] + J.calls[at:]
+        J.spans = spans + [(J.spans[0][0], at)] + J.spans[1:]
+        J.first_block_end, J.parent = H.first_block_end, H.parent
+        gone[h], to[h] = True, j
+        last = spans[-1][0] if spans else ev["call"]
+        extra.append({"call": last, "kind": "superseded", "policy": "drop", "chain": h, "to_chain": j, "position": at,
+                      "removed": removed, "masked": 0, "dropped": dropped})  # fmt: skip
+    if not extra:
+        return chains, events, call_chain
+    new_index, k = [0] * n, 0
+    for i in range(n):
+        if not gone[i]:
+            new_index[i], k = k, k + 1
+
+    def renumber(x: int | None) -> int | None:
+        return None if x is None else new_index[find(x)]
+
+    for ev in events + extra:
+        ev["chain"], ev["to_chain"] = renumber(ev["chain"]), renumber(ev["to_chain"])
+    holder = [-1] * len(call_chain)
+    for i, ch in enumerate(chains):
+        if not gone[i]:
+            for c, _ in ch.spans:
+                holder[c] = new_index[i]
+    for c in lost:
+        holder[c] = -1
+    call_chain = [holder[c] if k >= 0 else k for c, k in enumerate(call_chain)]
+    for ch in chains:
+        ch.parent = renumber(ch.parent)
+    kept = [ch for i, ch in enumerate(chains) if not gone[i]]
+    return kept, sorted(events + extra, key=lambda e: e["call"]), call_chain
 
 
 def check_invariant(calls: list[tuple[list[int], list[int], list[float]]], out: dict[str, Any]) -> None:

@@ -79,6 +79,10 @@ pub enum Kind {
     NewRoot = 4,
     /// The call extends a chain whose last call ended on `finish_reason="length"`.
     Length = 5,
+    /// A leaf dropped by the `drop_retries` picker: a retry (a rollback fork)
+    /// superseded it (the event is the dropped leaf's; `dropped` counts its
+    /// sampled ids after the retry's branch point).
+    Superseded = 6,
 }
 
 /// The options of one assembly.
@@ -95,6 +99,9 @@ pub struct Options {
     /// Ids that open a message block (role markers); the chain's first block
     /// ends at the second of them. Empty: the first block is the first prompt.
     pub boundary: Vec<u32>,
+    /// The leaf picker `drop_retries`: a retried leaf superseded by its retry
+    /// is dropped (see [`drop_retries`]).
+    pub drop_retries: bool,
 }
 
 /// One session's calls in order: each call's prompt, completion and
@@ -494,7 +501,117 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         }
         f.out.events.push(event);
     }
+    if opt.drop_retries {
+        drop_retries(calls, &mut f.out);
+    }
     f.out
+}
+
+/// The leaf picker `drop_retries`: a chain that a retry branched off (a
+/// `rollback` fork) and that took no call after the retry is an abandoned
+/// attempt. Its ids after the retry's branch point are dropped (an event
+/// `superseded`, counted), the retry's chain takes over its ids before that
+/// point (their sampled ids stay trained, now there), and the chain goes.
+fn drop_retries(calls: &Calls<'_>, a: &mut Assembled) {
+    let n = a.chains.len();
+    // Where each chain went (itself, or the chain that took it over).
+    let mut to: Vec<usize> = (0..n).collect();
+    fn find(to: &mut [usize], mut k: usize) -> usize {
+        while to[k] != k {
+            to[k] = to[to[k]];
+            k = to[k];
+        }
+        k
+    }
+    let mut gone = vec![false; n];
+    let mut dropped_events = Vec::new();
+    let mut lost = Vec::new();
+    for e in &a.events {
+        if e.kind != Kind::Rollback || e.policy != Policy::Fork || e.chain < 0 || e.to_chain < 0 {
+            continue;
+        }
+        let j = e.to_chain as usize;
+        let h = find(&mut to, e.chain as usize);
+        if h == j || gone[j] {
+            continue;
+        }
+        let first_of_j = a.chains[j].links.first().map_or(u32::MAX, |l| l.call);
+        if a.chains[h].links.last().is_some_and(|l| l.call > first_of_j) {
+            continue; // taken up again after the retry: not abandoned
+        }
+        let at = e.position.min(index::lcp(a.chains[h].parts(calls), a.chains[j].parts(calls)));
+        let mut old = std::mem::take(&mut a.chains[h]);
+        // Calls whose sampled ids all go: dropped.
+        lost.extend(old.links.iter().filter(|l| l.end > l.prompt_end && l.prompt_end >= at).map(|l| l.call));
+        let removed = old.len() - at;
+        let cut = old.truncate(at);
+        let last_call = old.links.last().map_or(e.call, |l| l.call);
+        let ch = &mut a.chains[j];
+        ch.links[0].from = at;
+        old.links.retain(|l| l.end > l.from);
+        old.links.append(&mut ch.links);
+        ch.links = old.links;
+        ch.first_block_end = old.first_block_end;
+        ch.parent = old.parent;
+        gone[h] = true;
+        to[h] = j;
+        dropped_events.push(Event {
+            call: last_call,
+            kind: Kind::Superseded,
+            policy: Policy::Drop,
+            chain: h as i64,
+            to_chain: j as i64,
+            position: at,
+            removed,
+            masked: 0,
+            dropped: cut,
+        });
+    }
+    if dropped_events.is_empty() {
+        return;
+    }
+    // Renumber: the chains that stay keep their order.
+    let mut new_index = vec![0i64; n];
+    let mut next = 0;
+    for k in 0..n {
+        if !gone[k] {
+            new_index[k] = next;
+            next += 1;
+        }
+    }
+    let mut map = |k: i64| if k < 0 { k } else { new_index[find(&mut to, k as usize)] };
+    for e in a.events.iter_mut().chain(dropped_events.iter_mut()) {
+        e.chain = map(e.chain);
+        e.to_chain = map(e.to_chain);
+    }
+    // Calls whose sampled ids were all cut are dropped; the rest follow their chain.
+    let mut holder = vec![-1i64; calls.len()];
+    for (k, ch) in a.chains.iter().enumerate() {
+        if gone[k] {
+            continue;
+        }
+        for l in &ch.links {
+            holder[l.call as usize] = new_index[k];
+        }
+    }
+    for c in lost {
+        holder[c as usize] = -1;
+    }
+    for (c, k) in a.call_chain.iter_mut().enumerate() {
+        if *k >= 0 {
+            *k = holder[c];
+        }
+    }
+    for ch in &mut a.chains {
+        ch.parent = ch.parent.map(|p| new_index[find(&mut to, p)] as usize);
+    }
+    let mut k = 0;
+    a.chains.retain(|_| {
+        k += 1;
+        !gone[k - 1]
+    });
+    a.events.extend(dropped_events);
+    a.events.sort_by_key(|e| e.call);
 }
 
 /// A broken invariant (a bug: assembly never returns one).
@@ -883,7 +1000,8 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
-        let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B] };
+        let opt =
+            Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B], drop_retries: false };
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         let f = flatten(&calls, vec![a.clone()], &[(0, calls.len())]).unwrap();
@@ -1006,6 +1124,37 @@ mod tests {
     }
 
     #[test]
+    fn drop_retries_keeps_the_retry_and_its_history() {
+        let p: [&[u32]; 4] =
+            [&[B, 1, B], &[B, 1, B, 2, 3, B, 4, B], &[B, 1, B, 2, 3, B, 4, B], &[B, 1, B, 2, 3, B, 4, B, 6, B, 7, B]];
+        let c: [&[u32]; 4] = [&[2, 3], &[5, 9], &[6], &[8]];
+        let lps = logprobs_of(&c);
+        let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let mut opt = Options {
+            trim: vec![],
+            max_trim: 0,
+            realign_window: 0,
+            policy: DEFAULT,
+            boundary: vec![B],
+            drop_retries: false,
+        };
+        let all = assemble_session(&calls, &opt);
+        assert_eq!((all.chains.len(), all.call_chain.as_slice()), (2, &[0, 0, 1, 1][..]));
+        opt.drop_retries = true;
+        let a = assemble_session(&calls, &opt);
+        check_session(&calls, &a).unwrap();
+        // call 1's attempt is dropped (2 ids); calls 0, 2 and 3 make one chain
+        assert_eq!(a.call_chain, [0, -1, 0, 0]);
+        assert_eq!(a.chains.len(), 1);
+        let kinds: Vec<(u32, Kind, usize)> = a.events.iter().map(|e| (e.call, e.kind, e.dropped)).collect();
+        assert_eq!(kinds, [(1, Kind::Superseded, 2), (2, Kind::Rollback, 0)]);
+        let f = flatten(&calls, vec![a], &[(0, 4)]).unwrap();
+        assert_eq!(f.loss, [0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
+        assert_eq!((f.chain_parent, f.chain_shared), (vec![-1], vec![0]));
+    }
+
+    #[test]
     fn a_chain_cut_by_length_is_not_extended() {
         let p: [&[u32]; 3] = [&[B, 1, B], &[B, 1, B, 2, 3, B, 4], &[B, 1, B, 2, 3, B, 4, 5, B, 6]];
         let c: [&[u32]; 3] = [&[2, 3], &[5], &[7]];
@@ -1013,7 +1162,14 @@ mod tests {
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let length = [false, true, false];
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &length };
-        let opt = Options { trim: vec![], max_trim: 0, realign_window: 3, policy: DEFAULT, boundary: vec![B] };
+        let opt = Options {
+            trim: vec![],
+            max_trim: 0,
+            realign_window: 3,
+            policy: DEFAULT,
+            boundary: vec![B],
+            drop_retries: false,
+        };
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         assert_eq!(a.call_chain, [0, 0, 1]);
@@ -1048,7 +1204,14 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
-        let opt = Options { trim: vec![9], max_trim: 1, realign_window: 3, policy: DEFAULT, boundary: vec![B] };
+        let opt = Options {
+            trim: vec![9],
+            max_trim: 1,
+            realign_window: 3,
+            policy: DEFAULT,
+            boundary: vec![B],
+            drop_retries: false,
+        };
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         assert_eq!(a.chains.len(), 20_001);
@@ -1065,7 +1228,14 @@ mod tests {
         let completions: [&[u32]; 2] = [&c, &c2];
         let lps: [&[f32]; 2] = [&lp, &[0.5]];
         let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps, length: &[] };
-        let opt = Options { trim: vec![], max_trim: 0, realign_window: 0, policy: [Policy::Fork; 4], boundary: vec![] };
+        let opt = Options {
+            trim: vec![],
+            max_trim: 0,
+            realign_window: 0,
+            policy: [Policy::Fork; 4],
+            boundary: vec![],
+            drop_retries: false,
+        };
         let good = assemble_session(&calls, &opt);
         assert!(check_session(&calls, &good).is_ok());
         assert!(flatten(&calls, vec![good.clone()], &[(0, 2)]).is_ok());
@@ -1121,8 +1291,14 @@ mod tests {
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
         let sessions = [(0, 2), (2, 4)];
-        let opt =
-            Options { trim: vec![9], max_trim: 1, realign_window: 3, policy: [Policy::Fork; 4], boundary: vec![B] };
+        let opt = Options {
+            trim: vec![9],
+            max_trim: 1,
+            realign_window: 3,
+            policy: [Policy::Fork; 4],
+            boundary: vec![B],
+            drop_retries: false,
+        };
         // session 0: a new root (2 chains); session 1: one chain, its trim id replaced
         let done: Vec<Assembled> = assemble_many(&calls, &sessions, &opt).into_iter().map(Result::unwrap).collect();
         let f = flatten(&calls, done, &sessions).unwrap();

@@ -182,10 +182,12 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 /// assemble in session and call order, each at most once (None: every row,
 /// as given); `session_offsets` cuts the ordered calls into sessions. `policy`: the policies of seam
 /// drift, rollback, rewrite and new root; `length`: per call row, whether its
-/// completion ended on `finish_reason="length"` (None: none did). Returns a dict of arrays (chains,
+/// completion ended on `finish_reason="length"` (None: none did); `leaves`:
+/// "all" (one chain per leaf) or "drop_retries" (a retried attempt that the
+/// retry superseded is dropped and counted). Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
-#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, threads = None))]
+#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, leaves = "all", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
@@ -201,6 +203,7 @@ pub(crate) fn assemble_calls<'py>(
     policy: (String, String, String, String),
     boundary_ids: Vec<u32>,
     length: Option<PyReadonlyArray1<'py, bool>>,
+    leaves: &str,
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let threads = threads_arg(threads)?;
@@ -346,6 +349,18 @@ pub(crate) fn assemble_calls<'py>(
             policy_arg(py, &policy.3)?,
         ],
         boundary: boundary_ids,
+        drop_retries: match leaves {
+            "all" => false,
+            "drop_retries" => true,
+            _ => {
+                return Err(input_error(
+                    py,
+                    "leaves",
+                    None,
+                    &format!("must be 'all' or 'drop_retries', got {leaves:?}"),
+                ))
+            }
+        },
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
     let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps, length: &ended };
