@@ -37,6 +37,22 @@ if TYPE_CHECKING:
 
 #: Event kinds, in the order of the Rust codes.
 KINDS = ("extend", "seam_drift", "rollback", "rewrite", "new_root", "length", "superseded")
+#: What each event kind means, in plain words (the reports' legend).
+KIND_LEGEND = {
+    "extend": "the call extended a chain other than the one extended last (an agent resuming its own chain), or after trimming its trailing end-of-turn ids",
+    "seam_drift": "the prompt re-renders the end of the last completion differently (a retokenized seam); realigned by default: the re-rendered sampled ids are masked",
+    "rollback": "the prompt is a prefix of a chain: a retry from an earlier point; it branches off that chain",
+    "rewrite": "the prompt changes earlier history (compaction, an edited message); it branches off the chain at the change",
+    "new_root": "the prompt shares no more than the first message block with any chain (a sub-agent with its own system prompt, a new conversation): a new root",
+    "length": "the call extends a chain whose last call was cut by finish_reason='length': it branches off it (such a chain is not extended)",
+    "superseded": "with leaves='drop_retries': an attempt a retry replaced, dropped from the retry's branch point on",
+}
+#: Why event counts differ with and without a tokenizer.
+NO_TOKENIZER_NOTE = (
+    "assembled without a tokenizer: no trailing end-of-turn ids are trimmed (a prompt that re-renders one is an event, not an "
+    "extension) and no message markers are known (the first block is a chain's whole first prompt, so more calls are new_root "
+    "and fewer rewrite); give --tokenizer for the family's rules"
+)
 #: The leaf pickers: every leaf of a session's forest, or without the attempts a retry superseded.
 LEAVES = ("all", "drop_retries")
 #: The causes a policy is chosen for.
@@ -280,7 +296,19 @@ class AssemblySummary:
         d = dict(vars(self))
         d["chains_per_session"] = {str(k): v for k, v in sorted(self.chains_per_session.items())}
         d["delivered_share"] = self.delivered_share
+        d["verdict"] = self.verdict()
         return d
+
+    def verdict(self) -> str:
+        """The assembly in plain words."""
+        masked, dropped = sum(self.masked_by_cause.values()), sum(self.dropped_by_cause.values())
+        lost = "" if not masked + dropped else f"; {masked:,} masked and {dropped:,} dropped, each counted by cause"
+        bad = f"; {self.bad_records:,} bad record(s) skipped" if self.bad_records else ""
+        return (
+            f"{100 * self.delivered_share:.2f}% of the {self.sampled_ids:,} sampled ids are delivered with loss 1, in "
+            f"{self.chains:,} chains from {self.calls:,} calls of {self.sessions:,} sessions{lost}{bad}. Every chain was checked: "
+            "each sampled id follows exactly its call's prompt and carries the engine's logprob."
+        )
 
     def table(self) -> str:
         """The summary as an aligned text table."""
@@ -972,6 +1000,8 @@ def assemble(
     table, name = _as_table(calls)
     records: Any = calls
     if table is not None:
+        if table.num_rows == 0 and isinstance(calls, (str, Path)):
+            raise CallsError(f"{calls}: the capture holds no records")
         got = _table_batches(table, name, on_error)
         if got is not None:
             batches, bad, total = got
@@ -980,6 +1010,8 @@ def assemble(
             parse_call(row, f"{name}:row {r}" if name else f"row {r}", json_text=True) for r, row in enumerate(table.to_pylist())
         ]
     good, bad = read_calls(records, on_error=on_error)
+    if not good and not bad and isinstance(calls, (str, Path)):
+        raise CallsError(f"{calls}: the capture holds no records")
     sessions, repeated = group_sessions(good)
     if repeated and on_error == "fail":
         raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tito_fast import _deps
-from tito_fast.chains.core import KINDS, Assembly
+from tito_fast.chains.core import KIND_LEGEND, KINDS, NO_TOKENIZER_NOTE, Assembly
 from tito_fast.score.outputs import Output
 
 
@@ -83,15 +83,21 @@ def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
     return out
 
 
-def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source: str = "") -> str:
-    """A self-contained HTML page: the summary, chains per session, where forks
-    happen (by cause, and by call), the share of sampled ids delivered, events."""
+def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source: str = "", tokenizer: bool = True) -> str:
+    """A self-contained HTML page: a plain-words verdict, the summary, chains
+    per session, where forks happen (by cause, and by call), the share of
+    sampled ids delivered, the events and a legend of their kinds.
+    `tokenizer`: whether the assembly had one (else a note says what that changes)."""
     from tito_fast.score.report import CSS, bar_chart, column_chart
 
     e = html.escape
     s = assembly.summary
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{CSS}</style></head><body>"]
-    out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)}</div><h2>Summary</h2><table>")
+    out.append(f"<h1>{e(title)}</h1><div class='meta'>{e(source)}</div>")
+    out.append(f"<p class='verdict'>{e(s.verdict())}</p>")
+    if not tokenizer:
+        out.append(f"<p class='meta'>{e(NO_TOKENIZER_NOTE)}</p>")
+    out.append("<h2>Summary</h2><table>")
     for line in s.table().splitlines():
         k, _, v = line.partition("  ")
         out.append(f"<tr><th>{e(k.strip())}</th><td>{e(v.strip())}</td></tr>")
@@ -121,6 +127,9 @@ def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source
             f"<td>{ev.chain} → {ev.to_chain}</td><td>{ev.position:,}</td><td>{e(where)}</td><td>{e(ev.diagnosis or '')}</td>"
             f"<td>{ev.removed} / {ev.masked} / {ev.dropped}</td></tr>"
         )
+    out.append("</table><h2>Event kinds</h2><table>")
+    for kind in KINDS:
+        out.append(f"<tr><th>{e(kind)}</th><td>{e(KIND_LEGEND[kind])}</td></tr>")
     out.append("</table>")
     if assembly.bad:
         out.append(f"<h2>Bad records ({len(assembly.bad):,})</h2><table><tr><th>record</th><th>session</th><th>reason</th></tr>")

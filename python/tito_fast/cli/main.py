@@ -662,6 +662,7 @@ def _policy_arg(values: list[str] | None) -> str | dict[str, str] | None:
 
 def _assemble(ns: argparse.Namespace) -> int:
     from tito_fast.chains import assemble
+    from tito_fast.chains.core import NO_TOKENIZER_NOTE
     from tito_fast.chains.output import html_report, summary_json, write_chains
 
     if ns.out is not None and Path(ns.out).suffix not in (".parquet", ".jsonl"):
@@ -692,11 +693,15 @@ def _assemble(ns: argparse.Namespace) -> int:
     if ns.json:
         _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False), "--json")
     if ns.report:
-        _write(ns.report, html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls)), "--report")
+        page = html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls), tokenizer=ns.tokenizer is not None)
+        _write(ns.report, page, "--report")
     if a.bad:
         _say(ns, f"skipped {len(a.bad)} bad record(s), the first {a.bad[0].source}: {a.bad[0].reason}")
     if not ns.quiet:
         table_out = sys.stderr if ns.json == "-" else sys.stdout
+        table_out.write(a.summary.verdict() + "\n")
+        if ns.tokenizer is None:
+            table_out.write(f"note: {NO_TOKENIZER_NOTE}\n")
         table_out.write(a.summary.table() + f"\ntime                   {seconds:.2f} s\n")
     return EXIT_CODES["ok"]
 
