@@ -41,6 +41,7 @@ __all__ = [
     "NativeTemplate",
     "SessionChecker",
     "TemplateRenderError",
+    "TemplateLimitError",
     "read_dump_lines",
     "read_dump_row",
     "read_call_lines",
@@ -582,6 +583,27 @@ class TemplateRenderError(ValueError):
     exit_code: ClassVar[int]
 
     raised: bool
+    reason: str
+
+class TemplateLimitError(ValueError):
+    """A chat template passed a limit of the renderer: its fuel (an
+    instruction and data budget that grows with the size of the
+    conversation), its recursion limit, its output size, or a `range` of more
+    than 100000 items. Raised by the native renderer and by tito_fast's
+    jinja2 sandbox alike; never rendered another way (docs/templates.md).
+
+    Example:
+        >>> import tito_fast
+        >>> try:
+        ...     tito_fast._core.NativeTemplate("{{ range(10**9)|length }}").render({})
+        ... except tito_fast._core.TemplateLimitError as e:
+        ...     print(e.reason)
+        range() of 1000000000 items (at most 100000) (template line 1)
+    """
+
+    code: ClassVar[str]
+    exit_code: ClassVar[int]
+
     reason: str
 
 @final

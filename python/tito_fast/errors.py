@@ -2,8 +2,8 @@
 
 Bad input is a `ValueError` subclass that names what is wrong and where;
 the Rust core's own (`TokenInputError`, `PrefixMismatchError`,
-`TokenBufferError`, `TemplateRenderError`) are defined in the extension and
-re-exported here. Every class has a stable `code` (snake_case) and the
+`TokenBufferError`, `TemplateRenderError`, `TemplateLimitError`) are defined
+in the extension and re-exported here. Every class has a stable `code` (snake_case) and the
 `exit_code` of `tito-fast` when it ends a command; `CATALOGUE` lists them
 (code -> class name, exit code, meaning), and `exit_code_of` is what the
 command line maps an exception through. A missing optional package is
@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tito_fast._core import PrefixMismatchError, TemplateRenderError, TokenBufferError, TokenInputError, bad_record_codes
+from tito_fast._core import (
+    PrefixMismatchError,
+    TemplateLimitError,
+    TemplateRenderError,
+    TokenBufferError,
+    TokenInputError,
+    bad_record_codes,
+)
 
 #: The exit code of `tito-fast` for a problem of its input (an argument, a
 #: file, a template, the installed packages): one line, no traceback.
@@ -242,6 +249,7 @@ for _cls, _code in (
     (PrefixMismatchError, "prefix_mismatch"),
     (TokenBufferError, "token_buffer"),
     (TemplateRenderError, "native_template"),
+    (TemplateLimitError, "template_limit"),
 ):
     setattr(_cls, "code", _code)
     setattr(_cls, "exit_code", INPUT_EXIT)
@@ -259,6 +267,7 @@ _MEANINGS: tuple[tuple[type[BaseException], str], ...] = (
     (MatcherError, "a custom matcher raised or returned something other than a bool"),
     (RenderError, "a chat template (or DeepSeek's encoder) failed to render"),
     (TemplateRenderError, "the native renderer cannot render a template as jinja2 does"),
+    (TemplateLimitError, "a chat template passed a limit of the renderer (fuel, recursion, output size, range size)"),
     (FamilyError, "a family cannot be built for this tokenizer, or was given conflicting settings"),
     (TemplateNotAppendOnlyError, "the chat template a family would use does not render append-only"),
     (RenderDiffError, "rendering base + appended messages did not extend the base render"),
@@ -311,6 +320,7 @@ __all__ = [
     "RenderError",
     "RollbackError",
     "ScoreError",
+    "TemplateLimitError",
     "TemplateNotAppendOnlyError",
     "TemplateRenderError",
     "Terminated",

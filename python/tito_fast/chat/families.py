@@ -56,6 +56,7 @@ from tito_fast.errors import (
     FamilyError,
     RenderDiffError,
     RenderError,
+    TemplateLimitError,
     TemplateNotAppendOnlyError,
     TurnNotProducibleError,
 )
@@ -591,6 +592,8 @@ class TitoTokenizer:
             return ReplayOutcome("skip", detail=f"the template cannot render it: {e}")
         try:
             actual, turns = self.replay(messages, tools)
+        except TemplateLimitError:  # a limit is the template's verdict, never a replay failure
+            raise
         except TurnNotProducibleError as e:
             return ReplayOutcome("skip", detail=str(e))
         except (AppendOnlyError, RenderDiffError, RenderError, ValueError) as e:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tito_fast import _deps
-from tito_fast._core import NativeTemplate, TemplateRenderError
+from tito_fast._core import NativeTemplate, TemplateLimitError, TemplateRenderError
 from tito_fast._core import normalize_messages as _normalize
 from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
@@ -156,7 +157,7 @@ def render(
                 if text is not None:
                     return text
                 context["tools"] = plain_copy(defs)  # the remembered tools stay as they are
-            return str(_compile(template).render(**context))
+            return render_jinja(_compile(template), context)
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
     jinja2 = _deps.jinja2()
@@ -281,7 +282,9 @@ def _probe(compiled: NativeTemplate, template: str, variables: dict[str, Any], n
                 for upto in (2, len(msgs)):
                     ctx = {**variables, "messages": msgs[:upto], "tools": tools, "documents": None, "add_generation_prompt": gen}
                     try:
-                        want: str | None = str(env.render(**ctx))
+                        want: str | None = render_jinja(env, ctx)
+                    except TemplateLimitError:  # a limit on a probe conversation: the template is refused
+                        raise
                     except Exception:  # jinja2 rejects this shape: the native side must fail too
                         want = None
                     try:
@@ -297,6 +300,178 @@ def _probe(compiled: NativeTemplate, template: str, variables: dict[str, Any], n
                         at = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
                         return f"probe conversation {i} renders differently at character {at}: native {got[at:at + 30]!r}, jinja2 {want[at:at + 30]!r}"
     return None
+
+
+# -- the limits of the jinja2 renderer (the native renderer's, in jinja2's terms) --
+
+#: The least budget of steps (loop iterations and calls) of a jinja2 render;
+#: it grows with the context as the native renderer's fuel does.
+STEPS_FLOOR = 1 << 20
+STEPS_PER_BYTE = 4
+#: Bytes a render may create (strings built by `~`, `+`, `*`, `%`,
+#: `format`, padding filters and methods, macro results) per step of its budget.
+BYTES_PER_STEP = 64
+#: The output a render may write: the floor plus this per byte of context.
+OUTPUT_FLOOR = 64 << 20
+OUTPUT_PER_BYTE = 16
+#: The most nested macro calls (Python's own recursion limit is a limit too).
+MAX_MACRO_DEPTH = 100
+#: The most items a `range` may have (jinja2's sandbox's, and the native renderer's).
+MAX_RANGE = 100_000
+
+
+class _Budget:
+    """What one jinja2 render may still do (per thread: the template is shared)."""
+
+    __slots__ = ("steps", "bytes", "depth")
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.bytes = steps * BYTES_PER_STEP
+        self.depth = 0
+
+
+_budget = threading.local()
+
+
+def _limit(what: str) -> TemplateLimitError:
+    e = TemplateLimitError(f"the template passed a limit of the renderer: {what}")
+    e.reason = what
+    return e
+
+
+def _current() -> _Budget | None:
+    return getattr(_budget, "b", None)
+
+
+def _step(n: int = 1) -> None:
+    b = _current()
+    if b is not None:
+        b.steps -= n
+        if b.steps < 0:
+            raise _limit("out of steps (loop iterations and calls; the budget grows with the conversation)")
+
+
+def _charge(nbytes: int) -> None:
+    """Pay for `nbytes` of data before it is made."""
+    b = _current()
+    if b is not None:
+        b.bytes -= nbytes
+        if b.bytes < 0:
+            raise _limit(f"a string of {nbytes} bytes, more than the render's data budget has left")
+
+
+def _context_size(value: Any, depth: int = 0) -> int:
+    """The context's size as the limits count it: its strings' bytes (characters
+    here) and 16 per other value, as the native renderer counts."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > 300:
+        return 16
+    if isinstance(value, dict):
+        return 16 + sum(_context_size(k, depth + 1) + _context_size(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 16 + sum(_context_size(v, depth + 1) for v in value)
+    return 16
+
+
+def render_jinja(template: Any, context: dict[str, Any]) -> str:
+    """Render a template of `_compile` under the limits (the native renderer's,
+    counted in jinja2's terms: steps for fuel, bytes created, output size,
+    macro depth, `range` size); a limit, a MemoryError or a RecursionError is
+    `TemplateLimitError`."""
+    size = _context_size(context)
+    outer = _current()
+    _budget.b = _Budget(max(STEPS_FLOOR, STEPS_PER_BYTE * size))
+    cap = OUTPUT_FLOOR + OUTPUT_PER_BYTE * size
+    try:
+        parts: list[str] = []
+        total = 0
+        for piece in template.generate(**context):
+            total += len(piece)
+            if total > cap:
+                raise _limit(f"the output passed {cap} characters (the output limit)")
+            parts.append(piece)
+        return "".join(parts)
+    except MemoryError:
+        raise _limit("out of memory") from None
+    except RecursionError:
+        raise _limit("too deep a recursion (Python's recursion limit)") from None
+    finally:
+        _budget.b = outer
+
+
+def _loop(iterable: Any) -> Any:
+    """What a `{% for %}` loop iterates: each item is a step."""
+    for item in iterable:
+        _step()
+        yield item
+
+
+def _concat(items: list[Any]) -> str:
+    """`a ~ b ~ ...`, paid for before it is made."""
+    strs = [str(x) for x in items]
+    _charge(sum(map(len, strs)))
+    return "".join(strs)
+
+
+def _safe_range(*args: int) -> range:
+    rng = range(*args)
+    if len(rng) > MAX_RANGE:
+        raise _limit(f"range() of {len(rng)} items (at most {MAX_RANGE})")
+    return rng
+
+
+_WIDTH = re.compile(r"\d+")
+
+
+def _format_widths(fmt: str, printf: bool) -> int:
+    """The most bytes of padding a format string asks for: the sum of the
+    numbers in its specs (a bound, not the exact figure)."""
+    total = 0
+    if printf:
+        for spec in re.findall(r"%[-#0 +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z%]", fmt):
+            total += 64 + sum(int(d) for d in _WIDTH.findall(spec))
+    else:
+        for spec in re.findall(r"\{[^{}]*\}", fmt):
+            total += 64 + sum(int(d) for d in _WIDTH.findall(spec.partition(":")[2]))
+    return total
+
+
+def _padded(method: Any) -> Any:
+    """A padding str method (`center`, `ljust`, `rjust`, `zfill`, `expandtabs`)
+    that pays for its width first."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        width = next((a for a in list(args) + list(kwargs.values()) if isinstance(a, int)), 0)
+        if method.__name__ == "expandtabs":
+            width = width * max(1, method.__self__.count("\t"))
+        _charge(max(0, int(width)))
+        return method(*args, **kwargs)
+
+    return bounded
+
+
+_PADDING_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+
+
+def _paying_filter(name: str, f: Any) -> Any:
+    """A jinja2 filter whose result may be far larger than its input, paying
+    for the width (or the format's padding) first."""
+
+    def paying(*args: Any, **kwargs: Any) -> Any:
+        if name == "format" and args and isinstance(args[0], str):
+            _charge(_format_widths(args[0], printf=True) + len(args[0]))
+        elif name == "indent" and args:
+            width = args[1] if len(args) > 1 else kwargs.get("width", 4)
+            lines = str(args[0]).count("\n") + 1
+            _charge(lines * (len(width) if isinstance(width, str) else max(0, int(width))))
+        else:
+            width = args[1] if len(args) > 1 else kwargs.get("width", 80)
+            _charge(max(0, int(width)) if isinstance(width, int) else 0)
+        return f(*args, **kwargs)
+
+    return functools.wraps(f)(paying)
 
 
 def template_of(tokenizer: Any) -> str:
@@ -347,13 +522,72 @@ def _compile(template: str) -> Any:
     # Public str methods; the sandbox allows them all and wraps only these two.
     str_methods = frozenset(a for a in dir(str) if not a.startswith("_")) - {"format", "format_map"}
 
+    nodes = jinja2.nodes
+    macro_types = (jinja2.runtime.Macro,)
+
+    class Limited(jinja2.visitor.NodeTransformer):  # type: ignore[misc]
+        """Every `{% for %}` iterates through `_loop` (a step per item) and every
+        `~` builds through `_concat` (paid for first): environment attributes,
+        which a template cannot rebind."""
+
+        def visit_For(self, node: Any) -> Any:
+            node = self.generic_visit(node)
+            node.iter = nodes.Call(nodes.EnvironmentAttribute("tito_loop"), [node.iter], [], None, None)
+            return node
+
+        def visit_Concat(self, node: Any) -> Any:
+            node = self.generic_visit(node)
+            return nodes.Call(nodes.EnvironmentAttribute("tito_concat"), [nodes.List(node.nodes)], [], None, None)
+
     class Sandbox(sandbox_base):  # type: ignore[misc]
-        """The sandbox, with a fast path for `message.role`-style lookups.
+        """The sandbox, with a fast path for `message.role`-style lookups, and
+        the renderer's limits (see `render_jinja`).
 
         Jinja tries the attribute first and the item second; on a plain dict
         every name that is not a dict method is an item, so it is read
         directly (same result, without raising AttributeError first).
         """
+
+        intercepted_binops = frozenset({"*", "+", "%"})
+        tito_loop = staticmethod(_loop)
+        tito_concat = staticmethod(_concat)
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
+            return Limited().visit(super()._parse(source, name, filename))
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            _step()
+            b = _current()
+            macro = b is not None and isinstance(__obj, macro_types)
+            if macro:
+                b.depth += 1  # type: ignore[union-attr]
+                if b.depth > MAX_MACRO_DEPTH:  # type: ignore[union-attr]
+                    raise _limit(f"more than {MAX_MACRO_DEPTH} nested macro calls")
+            try:
+                out = super().call(__context, __obj, *args, **kwargs)
+            finally:
+                if macro:
+                    b.depth -= 1  # type: ignore[union-attr]
+            if macro and isinstance(out, str):
+                _charge(len(out))
+            return out
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "*":
+                n, seq = (left, right) if isinstance(left, int) else (right, left)
+                if isinstance(n, int) and isinstance(seq, (str, list, tuple)):
+                    _charge(max(0, n) * len(seq) * (1 if isinstance(seq, str) else 8))
+            elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                _charge(len(left) + len(right))
+            elif operator == "%" and isinstance(left, str):
+                _charge(_format_widths(left, printf=True) + len(left))
+            return super().call_binop(context, operator, left, right)
+
+        def wrap_str_format(self, value: Any) -> Any:
+            wrapped = super().wrap_str_format(value)
+            if wrapped is not None:
+                _charge(_format_widths(value.__self__, printf=False))
+            return wrapped
 
         def getattr(self, obj: Any, attribute: str) -> Any:
             t = type(obj)
@@ -363,6 +597,8 @@ def _compile(template: str) -> Any:
                 except KeyError:
                     return self.undefined(obj=obj, name=attribute)
             if t is str and attribute in str_methods:
+                if attribute in _PADDING_METHODS:
+                    return _padded(getattr(obj, attribute))
                 return getattr(obj, attribute)
             if t in plain_objects and not attribute.startswith("_"):
                 # loop.index0, ns.flag: public data of jinja's own objects, which the sandbox allows
@@ -375,6 +611,17 @@ def _compile(template: str) -> Any:
     # A (mutable) sandbox: some templates build lists with `.append`.
     env = Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
+    # the filters that pad to a width pay for it first
+    for name in ("center", "indent", "format"):
+        env.filters[name] = _paying_filter(name, env.filters[name])
+    env.globals["range"] = _safe_range
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
-    return env.from_string(template)
+    # jinja2 folds constant expressions when it compiles (`'x'|center(10**9)`):
+    # they pay from a budget too (one that fails is left to the render)
+    outer = _current()
+    _budget.b = _Budget(STEPS_FLOOR)
+    try:
+        return env.from_string(template)
+    finally:
+        _budget.b = outer

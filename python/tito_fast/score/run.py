@@ -27,7 +27,16 @@ from tito_fast import _deps
 from tito_fast._core import json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
-from tito_fast.errors import DumpError, FamilyError, FixtureError, MissingDependency, ScoreError, TokenizerLoadError, WorkerDiedError
+from tito_fast.errors import (
+    DumpError,
+    FamilyError,
+    FixtureError,
+    MissingDependency,
+    ScoreError,
+    TemplateLimitError,
+    TokenizerLoadError,
+    WorkerDiedError,
+)
 from tito_fast.score.dump import (
     BadRecord,
     RawLine,
@@ -130,6 +139,8 @@ def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -
         return score()
     except ScoreError as e:
         return BadRecord(source, str(e), session_id, "unscorable")
+    except TemplateLimitError as e:  # this record drives the template past a limit of the renderer
+        return BadRecord(source, f"the chat template passed a limit of the renderer on this record: {e.reason}", session_id, "template_limit")
     except (KeyboardInterrupt, MemoryError, MissingDependency):  # not the record's fault
         raise
     except Exception as e:  # one record must never end the job; say it looks like a bug

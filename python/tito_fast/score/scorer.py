@@ -39,7 +39,7 @@ from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokeni
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
 from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets
-from tito_fast.errors import MissingDependency, ScoreError
+from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
 
@@ -296,7 +296,7 @@ class Scorer:
     def _render(self, record: Record) -> str:
         try:
             return self.tito.apply_chat_template(record.messages, add_generation_prompt=False, tools=record.tools)
-        except MissingDependency:  # the installation's problem, not the record's
+        except (MissingDependency, TemplateLimitError):  # the installation's problem; a limit (its own code)
             raise
         except Exception as e:  # a template that raises is a bad record, not a crash
             raise ScoreError(f"the chat template failed: {type(e).__name__}: {e}") from e

@@ -19,7 +19,7 @@ use crate::encoder::Encoder;
 use crate::merge::trimmed_len;
 use crate::record::json::{Map, Value};
 use crate::record::schema;
-use crate::template::{map, ChatTemplate};
+use crate::template::{map, ChatTemplate, RenderFailure};
 use normalise::Normalise;
 pub use normalise::ToolPolicy;
 
@@ -83,13 +83,37 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
         // another family: a bad record in the words of `Scorer.check_record`, its one owner
         return LineOutcome::Python("a family that is not the scorer's");
     }
+    let session_id = rec.session_id.clone();
     match check(rec, template, encoder, setup) {
         Ok(outcome) => outcome,
-        Err(why) => LineOutcome::Python(why),
+        Err(Failed::Python(why)) => LineOutcome::Python(why),
+        Err(Failed::Limit(m)) => LineOutcome::Bad {
+            code: "template_limit",
+            reason: format!("the chat template passed a limit of the renderer on this record: {m}"),
+            session_id,
+        },
     }
 }
 
-fn check(rec: schema::DumpRecord, template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> Step<LineOutcome> {
+/// Why the check does not take a line: the Python path scores it, or the
+/// render passed a limit (a bad record: never rendered another way).
+enum Failed {
+    Python(&'static str),
+    Limit(String),
+}
+
+impl From<&'static str> for Failed {
+    fn from(why: &'static str) -> Self {
+        Failed::Python(why)
+    }
+}
+
+fn check(
+    rec: schema::DumpRecord,
+    template: &ChatTemplate,
+    encoder: &Encoder,
+    setup: &CheckSetup,
+) -> Result<LineOutcome, Failed> {
     let turns = rec.messages.iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant")).count();
     let normalised =
         normalise::messages(rec.messages, Normalise::TEMPLATE).map_err(|_| "a message the renderer refuses")?;
@@ -103,7 +127,7 @@ fn check(rec: schema::DumpRecord, template: &ChatTemplate, encoder: &Encoder, se
     };
     let ids = rec.token_ids;
     if ids.iter().any(|&id| id >= setup.vocab_size) {
-        return Err("a token id outside the vocabulary");
+        return Err("a token id outside the vocabulary".into());
     }
     let metadata = rec.metadata.as_ref().map(crate::record::json::dumps);
 
@@ -112,7 +136,10 @@ fn check(rec: schema::DumpRecord, template: &ChatTemplate, encoder: &Encoder, se
     ctx.push(("tools", tool_defs));
     ctx.push(("documents", T::from(())));
     ctx.push(("add_generation_prompt", T::from(false)));
-    let text = template.render(map(ctx)).map_err(|_| "the native render failed")?;
+    let text = template.render(map(ctx)).map_err(|f| match f {
+        RenderFailure::Limit(m) => Failed::Limit(m),
+        _ => Failed::Python("the native render failed"),
+    })?;
     let expected = encoder.encode(&text).map_err(|_| "the encoder does not cover the render")?;
 
     let (ne, na) = (trimmed_len(&expected, &setup.trim), trimmed_len(&ids, &setup.trim));

@@ -33,6 +33,13 @@ create_exception!(
     "The native renderer could not render a chat template as jinja2 does.\n\nAttributes: `raised` (True when the template itself called `raise_exception`; jinja2 fails the same way) and `reason` (the template's message, or what the native renderer does not support: render with jinja2 then)."
 );
 
+create_exception!(
+    tito_fast,
+    TemplateLimitError,
+    PyValueError,
+    "A chat template passed a limit of the renderer (its fuel: an instruction and data budget that grows with the conversation; its recursion limit; its output size; a `range` of more than 100000 items), natively or on jinja2. Never rendered another way.\n\nAttribute: `reason` (which limit, and where)."
+);
+
 /// A `TokenInputError` naming the argument and, where known, the position.
 pub(crate) fn input_error(py: Python<'_>, argument: &str, position: Option<usize>, msg: &str) -> PyErr {
     let err = TokenInputError::new_err(format!("argument '{argument}': {msg}"));

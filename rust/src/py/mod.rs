@@ -79,6 +79,7 @@ mod _core {
         m.add("PrefixMismatchError", py.get_type::<super::errors::PrefixMismatchError>())?;
         m.add("TokenBufferError", py.get_type::<super::errors::TokenBufferError>())?;
         m.add("TemplateRenderError", py.get_type::<super::errors::TemplateRenderError>())?;
+        m.add("TemplateLimitError", py.get_type::<super::errors::TemplateLimitError>())?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         // "release" or "debug": benchmarks refuse to time a debug build.
         m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;

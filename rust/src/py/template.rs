@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::encoder::BpeEncoder;
-use super::errors::TemplateRenderError;
+use super::errors::{TemplateLimitError, TemplateRenderError};
 use super::threads_arg;
 use crate::batch::with_threads;
 use crate::check::{check_line, CheckSetup, LineOutcome, ToolPolicy};
@@ -26,12 +26,19 @@ pub struct NativeTemplate {
     inner: ChatTemplate,
 }
 
+/// The Python error of a failed render: `TemplateLimitError` for a limit
+/// (never rendered another way), else `TemplateRenderError`.
 fn render_error(py: Python<'_>, f: &RenderFailure) -> PyErr {
+    if let RenderFailure::Limit(m) = f {
+        let err = TemplateLimitError::new_err(f.to_string());
+        let _ = err.value(py).setattr("reason", m.clone());
+        return err;
+    }
     let err = TemplateRenderError::new_err(f.to_string());
     let v = err.value(py);
     let (raised, reason) = match f {
         RenderFailure::Raised(m) => (true, m.clone()),
-        RenderFailure::Unsupported(m) => (false, m.clone()),
+        RenderFailure::Unsupported(m) | RenderFailure::Limit(m) => (false, m.clone()),
     };
     let _ = v.setattr("raised", raised);
     let _ = v.setattr("reason", reason);
@@ -116,7 +123,8 @@ impl NativeTemplate {
     /// The text of the template rendered with `context` (a dict of its
     /// variables). Raises `TemplateRenderError`: `raised` is True when the
     /// template called `raise_exception`, else `reason` says what this
-    /// renderer cannot do as jinja2 does.
+    /// renderer cannot do as jinja2 does; `TemplateLimitError` when the
+    /// render passed a limit (fuel, recursion, output size, `range` size).
     fn render(&self, py: Python<'_>, context: &Bound<'_, PyAny>) -> PyResult<String> {
         let ctx = self::context(py, context, "context")?;
         py.detach(|| self.inner.render(ctx)).map_err(|f| render_error(py, &f))

@@ -38,6 +38,7 @@ pub const BAD_RECORD_CODES: &[(&str, &str)] = &[
     ("truncated", "the file ends early or is corrupt (a cut gzip stream); the records before it are kept"),
     ("repeated_call", "a call_index that repeats an earlier call of its session"),
     ("unscorable", "a record that reads well but cannot be scored (another family, an id outside the vocabulary, a template that refuses it)"),
+    ("template_limit", "the chat template passed a limit of the renderer on this record (fuel, recursion, output size, range size; docs/templates.md)"),
     ("internal", "an unexpected error scoring the record (a bug: please report it)"),
 ];
 

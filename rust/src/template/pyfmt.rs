@@ -4,6 +4,9 @@
 //!
 //! Each function returns `Err` for a value whose Python form it cannot give
 //! byte for byte; the renderer then fails and the caller renders with jinja2.
+//! The `_within` forms take a byte cap (what the render's fuel still pays
+//! for): a text that would pass it is an `Err` whose message starts with
+//! [`LIMITED`] (the renderer reports a limit), before it is allocated.
 
 use std::fmt::Write;
 
@@ -18,6 +21,24 @@ type Res<T> = Result<T, Unsupported>;
 
 fn unsupported<T>(what: impl Into<String>) -> Res<T> {
     Err(Unsupported(what.into()))
+}
+
+/// The messages of limit errors start with this (the renderer's
+/// `RenderFailure::Limit`).
+pub const LIMITED: &str = "template limit: ";
+
+/// Containers nested deeper than this are not written here (Python may
+/// write them, or fail with a RecursionError: jinja2 decides).
+pub const MAX_NESTING: usize = 200;
+
+/// Fails when `out` has passed `cap` bytes.
+fn within(out: &str, cap: usize) -> Res<()> {
+    if out.len() > cap {
+        return Err(Unsupported(format!(
+            "{LIMITED}a value's text of more than {cap} bytes (what the fuel left pays for)"
+        )));
+    }
+    Ok(())
 }
 
 /// `str.isspace()` for one character: Rust's White_Space plus the four
@@ -112,18 +133,31 @@ pub fn str_repr(s: &str, out: &mut String) -> Res<()> {
 
 /// What `str(value)` gives in Python, for the values a chat template prints.
 pub fn py_str(v: &Value, out: &mut String) -> Res<()> {
+    py_str_within(v, out, usize::MAX)
+}
+
+/// `py_str`, failing (a limit) once the text passes `cap` bytes.
+pub fn py_str_within(v: &Value, out: &mut String, cap: usize) -> Res<()> {
     match v.kind() {
         ValueKind::Undefined => Ok(()),
         ValueKind::String => {
             out.push_str(v.as_str().unwrap_or_default());
             Ok(())
         }
-        _ => py_repr(v, out),
+        _ => repr(v, out, cap, 0),
     }
 }
 
 /// Python's `repr` of a template value (strings quoted).
 pub fn py_repr(v: &Value, out: &mut String) -> Res<()> {
+    repr(v, out, usize::MAX, 0)
+}
+
+fn repr(v: &Value, out: &mut String, cap: usize, depth: usize) -> Res<()> {
+    if depth > MAX_NESTING {
+        return unsupported(format!("printing values nested deeper than {MAX_NESTING} levels"));
+    }
+    within(out, cap)?;
     match v.kind() {
         ValueKind::Undefined => unsupported("an undefined value inside a container"),
         ValueKind::None => {
@@ -142,10 +176,10 @@ pub fn py_repr(v: &Value, out: &mut String) -> Res<()> {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                py_repr(&item, out)?;
+                repr(&item, out, cap, depth + 1)?;
             }
             out.push(']');
-            Ok(())
+            within(out, cap)
         }
         ValueKind::Map => {
             let obj = v.as_object().ok_or_else(|| Unsupported("a map that is not an object".into()))?;
@@ -157,12 +191,12 @@ pub fn py_repr(v: &Value, out: &mut String) -> Res<()> {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                py_repr(&k, out)?;
+                repr(&k, out, cap, depth + 1)?;
                 out.push_str(": ");
-                py_repr(&val, out)?;
+                repr(&val, out, cap, depth + 1)?;
             }
             out.push('}');
-            Ok(())
+            within(out, cap)
         }
         other => unsupported(format!("the Python form of a {other} value")),
     }
@@ -231,14 +265,20 @@ pub struct JsonOptions {
 
 /// `json.dumps(value, **options)` as Python writes it.
 pub fn dumps(v: &Value, opts: &JsonOptions) -> Res<String> {
+    dumps_within(v, opts, usize::MAX)
+}
+
+/// `dumps`, failing (a limit) once the text passes `cap` bytes.
+pub fn dumps_within(v: &Value, opts: &JsonOptions, cap: usize) -> Res<String> {
     let (item_sep, key_sep) = match &opts.separators {
         Some((a, b)) => (a.clone(), b.clone()),
         None if opts.indent.is_some() => (",".into(), ": ".into()),
         None => (", ".into(), ": ".into()),
     };
     let mut out = String::new();
-    let w = JsonWriter { opts, item_sep: &item_sep, key_sep: &key_sep };
+    let w = JsonWriter { opts, item_sep: &item_sep, key_sep: &key_sep, cap };
     w.value(v, 0, &mut out)?;
+    within(&out, cap)?;
     Ok(out)
 }
 
@@ -246,16 +286,27 @@ struct JsonWriter<'a> {
     opts: &'a JsonOptions,
     item_sep: &'a str,
     key_sep: &'a str,
+    cap: usize,
 }
 
 impl JsonWriter<'_> {
-    fn newline(&self, level: usize, out: &mut String) {
+    fn newline(&self, level: usize, out: &mut String) -> Res<()> {
         if let Some(ind) = &self.opts.indent {
+            // the indent is checked before it is written: `level` copies of a
+            // template's string could be large
+            let adds = ind.len().saturating_mul(level).saturating_add(1);
+            if out.len().saturating_add(adds) > self.cap {
+                return Err(Unsupported(format!(
+                    "{LIMITED}a value's text of more than {} bytes (what the fuel left pays for)",
+                    self.cap
+                )));
+            }
             out.push('\n');
             for _ in 0..level {
                 out.push_str(ind);
             }
         }
+        Ok(())
     }
 
     fn string(&self, s: &str, out: &mut String) {
@@ -279,6 +330,10 @@ impl JsonWriter<'_> {
     }
 
     fn value(&self, v: &Value, level: usize, out: &mut String) -> Res<()> {
+        if level > MAX_NESTING {
+            return unsupported(format!("JSON of values nested deeper than {MAX_NESTING} levels"));
+        }
+        within(out, self.cap)?;
         match v.kind() {
             ValueKind::None => out.push_str("null"),
             ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
@@ -295,10 +350,10 @@ impl JsonWriter<'_> {
                     if i > 0 {
                         out.push_str(self.item_sep);
                     }
-                    self.newline(level + 1, out);
+                    self.newline(level + 1, out)?;
                     self.value(item, level + 1, out)?;
                 }
-                self.newline(level, out);
+                self.newline(level, out)?;
                 out.push(']');
             }
             ValueKind::Map => {
@@ -322,12 +377,12 @@ impl JsonWriter<'_> {
                     if i > 0 {
                         out.push_str(self.item_sep);
                     }
-                    self.newline(level + 1, out);
+                    self.newline(level + 1, out)?;
                     self.key(k, out)?;
                     out.push_str(self.key_sep);
                     self.value(val, level + 1, out)?;
                 }
-                self.newline(level, out);
+                self.newline(level, out)?;
                 out.push('}');
             }
             ValueKind::Undefined => return unsupported("JSON of an undefined value"),
