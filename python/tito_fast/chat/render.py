@@ -525,7 +525,9 @@ def _compile(template: str) -> Any:
     nodes = jinja2.nodes
     macro_types = (jinja2.runtime.Macro,)
 
-    class Limited(jinja2.visitor.NodeTransformer):  # type: ignore[misc]
+    transformer_base: Any = jinja2.visitor.NodeTransformer
+
+    class Limited(transformer_base):  # type: ignore[misc]
         """Every `{% for %}` iterates through `_loop` (a step per item) and every
         `~` builds through `_concat` (paid for first): environment attributes,
         which a template cannot rebind."""
