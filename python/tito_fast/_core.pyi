@@ -691,6 +691,7 @@ def assemble_calls(
     policy: tuple[str, str, str, str],
     boundary_ids: Sequence[int],
     length: npt.NDArray[np.bool_] | None = None,
+    hints: npt.NDArray[np.int64] | None = None,
     leaves: str = "all",
     threads: int | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
@@ -704,6 +705,8 @@ def assemble_calls(
     call rows to assemble in session and call order (None: all, as given);
     `session_offsets` cuts the ordered calls into sessions; `policy`: of seam drift, rollback, rewrite, new root;
     `length`: per call row, its completion ended on `finish_reason="length"` (None: none did);
+    `hints`: per call row, the row of the earlier call of its session whose conversation its messages
+    extend (-1: none): the call is classified against that call's chain when it extends none;
     `leaves`: "all" or "drop_retries" (attempts a retry superseded are dropped and counted).
     Returns arrays: ids, loss_mask, logprobs, chain_session, chain_offsets,
     chain_open, chain_last_call, chain_prompt_len, chain_parent, chain_shared, span_offsets, span_start, span_call, call_chain, event_*.

@@ -26,6 +26,11 @@
 //!     sub-agent), or shares nothing;
 //!   - `rewrite`: it departs anywhere else (compaction, edited history).
 //!
+//!   When the calls carry their request messages, a call whose messages
+//!   extend an earlier call's conversation (by Miles' message matchers: a
+//!   harness that re-serialises tool arguments) is classified against that
+//!   call's chain instead (the *hint*); the ids stay the ground truth.
+//!
 //!   and handled by the policy of its cause: `fork` (a new chain of this
 //!   call's prompt and completion, branching off the chain it shares most
 //!   with, its *parent*: that chain stays as it is), `realign` (seam drift
@@ -115,6 +120,9 @@ pub struct Calls<'a> {
     pub logprobs: &'a [&'a [f32]],
     /// Per call: its completion ended on `finish_reason="length"` (empty: none did).
     pub length: &'a [bool],
+    /// Per call: the earlier call (session-local) whose conversation its
+    /// request messages extend by the message matcher, -1 none (empty: no hints).
+    pub hint: &'a [i64],
 }
 
 impl Calls<'_> {
@@ -129,6 +137,9 @@ impl Calls<'_> {
     }
     fn ended(&self, c: usize) -> bool {
         self.length.get(c).copied().unwrap_or(false)
+    }
+    fn hint(&self, c: usize) -> Option<usize> {
+        self.hint.get(c).and_then(|&h| usize::try_from(h).ok()).filter(|&h| h < c)
     }
 }
 
@@ -451,8 +462,12 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         // A chain cut by length that the prompt extends, when no chain goes
         // further along the prompt: a `length` branch; else the chain it
         // shares most with.
-        let best = match extends {
-            Some((k, l)) if l == lp => Some((k, l, Kind::Length)),
+        // The chain of the call whose conversation the request messages
+        // extend (the message matcher's hint), when it has one.
+        let hinted = calls.hint(c).and_then(|h| usize::try_from(f.out.call_chain[h]).ok());
+        let best = match (extends, hinted) {
+            (Some((k, l)), _) if l == lp => Some((k, l, Kind::Length)),
+            (_, Some(k)) => Some((k, f.common_from(k, 0, prompt), Kind::Extend)),
             _ => f.index.latest(p, &f.stamps, &f.tips).map(|k| (k as usize, lp, Kind::Extend)),
         };
         let Some((k, l, kind)) = best else {
@@ -724,6 +739,7 @@ fn session<'a>(calls: &Calls<'a>, (a, b): (usize, usize)) -> Calls<'a> {
         completions: &calls.completions[a..b],
         logprobs: &calls.logprobs[a..b],
         length: if calls.length.is_empty() { &[] } else { &calls.length[a..b] },
+        hint: if calls.hint.is_empty() { &[] } else { &calls.hint[a..b] },
     }
 }
 
@@ -999,7 +1015,7 @@ mod tests {
         let c: Vec<&[u32]> = calls.iter().map(|x| x.1).collect();
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
         let opt =
             Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B], drop_retries: false };
         let a = assemble_session(&calls, &opt);
@@ -1130,7 +1146,7 @@ mod tests {
         let c: [&[u32]; 4] = [&[2, 3], &[5, 9], &[6], &[8]];
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
         let mut opt = Options {
             trim: vec![],
             max_trim: 0,
@@ -1161,7 +1177,7 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let length = [false, true, false];
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &length };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &length, hint: &[] };
         let opt = Options {
             trim: vec![],
             max_trim: 0,
@@ -1203,7 +1219,7 @@ mod tests {
         let c: Vec<&[u32]> = completions.iter().map(Vec::as_slice).collect();
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
         let opt = Options {
             trim: vec![9],
             max_trim: 1,
@@ -1227,7 +1243,7 @@ mod tests {
         let prompts: [&[u32]; 2] = [&p, &p2];
         let completions: [&[u32]; 2] = [&c, &c2];
         let lps: [&[f32]; 2] = [&lp, &[0.5]];
-        let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps, length: &[] };
+        let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps, length: &[], hint: &[] };
         let opt = Options {
             trim: vec![],
             max_trim: 0,
@@ -1289,7 +1305,7 @@ mod tests {
         let c: [&[u32]; 4] = [&[3], &[4], &[6, 9], &[7]];
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
-        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[] };
+        let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
         let sessions = [(0, 2), (2, 4)];
         let opt = Options {
             trim: vec![9],
@@ -1316,7 +1332,7 @@ mod tests {
         assert_eq!(f.events[0], [1, 3]);
         assert_eq!(f.events[1], [Kind::NewRoot as i64, Kind::Extend as i64]);
         assert_eq!((&f.events[3], &f.events[4]), (&vec![0, 2], &vec![1, 2]));
-        let empty = Calls { prompts: &[], completions: &[], logprobs: &[], length: &[] };
+        let empty = Calls { prompts: &[], completions: &[], logprobs: &[], length: &[], hint: &[] };
         assert_eq!(
             flatten(&empty, vec![], &[]),
             Ok(Flat { chain_offsets: vec![0], span_offsets: vec![0], ..Flat::default() })

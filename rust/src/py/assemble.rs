@@ -182,12 +182,14 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 /// assemble in session and call order, each at most once (None: every row,
 /// as given); `session_offsets` cuts the ordered calls into sessions. `policy`: the policies of seam
 /// drift, rollback, rewrite and new root; `length`: per call row, whether its
-/// completion ended on `finish_reason="length"` (None: none did); `leaves`:
-/// "all" (one chain per leaf) or "drop_retries" (a retried attempt that the
-/// retry superseded is dropped and counted). Returns a dict of arrays (chains,
+/// completion ended on `finish_reason="length"` (None: none did); `hints`:
+/// per call row, the row of the earlier call of its session whose
+/// conversation its request messages extend (-1: none; the message
+/// matchers'); `leaves`: "all" (one chain per leaf) or "drop_retries" (a
+/// retried attempt that the retry superseded is dropped and counted). Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
-#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, leaves = "all", threads = None))]
+#[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, hints = None, leaves = "all", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble_calls<'py>(
     py: Python<'py>,
@@ -203,6 +205,7 @@ pub(crate) fn assemble_calls<'py>(
     policy: (String, String, String, String),
     boundary_ids: Vec<u32>,
     length: Option<PyReadonlyArray1<'py, bool>>,
+    hints: Option<PyReadonlyArray1<'py, i64>>,
     leaves: &str,
     threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -363,7 +366,34 @@ pub(crate) fn assemble_calls<'py>(
         },
     };
     let sessions: Vec<(usize, usize)> = so.windows(2).map(|w| (w[0], w[1])).collect();
-    let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps, length: &ended };
+    // Hints name a call row; the matching takes them as the call's place in its session.
+    let hint: Vec<i64> = match &hints {
+        None => Vec::new(),
+        Some(h) => {
+            let h = h.as_slice().map_err(|_| input_error(py, "hints", None, "must be contiguous"))?;
+            if h.len() != rows {
+                return Err(input_error(py, "hints", None, &format!("has {} values for {rows} calls", h.len())));
+            }
+            let mut place = vec![(usize::MAX, usize::MAX); rows]; // row -> (session, place)
+            for (s, w) in so.windows(2).enumerate() {
+                for (i, &r) in order[w[0]..w[1]].iter().enumerate() {
+                    place[r] = (s, i);
+                }
+            }
+            let mut out = Vec::with_capacity(order.len());
+            for (s, w) in so.windows(2).enumerate() {
+                for &r in &order[w[0]..w[1]] {
+                    let target = usize::try_from(h[r]).ok().filter(|&t| t < rows).map(|t| place[t]);
+                    out.push(match target {
+                        Some((ts, ti)) if ts == s => ti as i64,
+                        _ => -1,
+                    });
+                }
+            }
+            out
+        }
+    };
+    let calls = Calls { prompts: &p, completions: &cs, logprobs: &lps, length: &ended, hint: &hint };
     let flat = py.detach(|| {
         with_threads(threads, || {
             let mut done = Vec::with_capacity(sessions.len());
