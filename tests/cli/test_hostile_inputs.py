@@ -208,6 +208,20 @@ def test_a_folder_as_input_says_so(tmp_path: Path, command: str, name: str) -> N
     assert _error(err) == f"tito-fast: error: {name}: is a folder, not a file; give a .jsonl, .jsonl.gz or .parquet file"
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["diff", "folder"], "input folder"),
+        (["diff", str(DUMP), "--template", "folder"], "--template folder"),
+        (["score", str(DUMP), "--encoder", "folder"], "--encoder folder"),
+    ],
+)
+def test_a_folder_as_an_input_file_argument_says_so(tmp_path: Path, args: list[str], said: str) -> None:
+    (tmp_path / "folder").mkdir()
+    code, err = _run(*args, *MODEL, cwd=tmp_path)
+    assert code == INPUT and _error(err) == f"tito-fast: error: {said}: is a folder, not a file"
+
+
 @pytest.mark.parametrize("command", ["score", "assemble"])
 def test_a_parquet_file_named_jsonl_is_an_error_naming_it(tmp_path: Path, command: str) -> None:
     src = tmp_path / "rows.jsonl"
