@@ -327,6 +327,25 @@ def test_a_huge_record_is_a_bad_record_in_bounded_memory(
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
+def test_a_huge_parquet_row_among_small_ones_is_bounded(tmp_path: Path) -> None:
+    """Its row group's metadata cannot tell it from its neighbours, so pyarrow decodes
+    it before it is refused: a bad record where memory allows, else one error naming
+    the file (exit 2), never a crash."""
+    n = 50_000_000
+    offsets = np.concatenate([[0], np.cumsum([n] + [10] * 9)]).astype(np.int64)
+    ids = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(np.zeros(int(offsets[-1]), dtype=np.int32)))
+    one = pa.array([[1]] * 10, pa.large_list(pa.int32()))
+    src = tmp_path / "mixed.parquet"
+    pq.write_table(pa.table({"session_id": [f"s{i}" for i in range(10)], "prompt_ids": ids, "completion_ids": one}), src, compression="zstd")
+    code, err = _run("assemble", src.name, *MODEL, "--on-error", "skip", "--json", "a.json", cwd=tmp_path, limit_bytes=LIMIT_AS)
+    if code == EXIT_CODES["ok"]:
+        (rec,) = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["bad_records"]
+        assert rec["source"] == "mixed.parquet:row 0" and rec["code"] == "too_large"
+    else:
+        assert code == INPUT and _error(err).startswith("tito-fast: error: mixed.parquet: cannot be read in the memory available")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["a.json"] if code == 0 else []) + ["mixed.parquet"]
+
+
 def test_a_huge_parquet_row_among_others_is_a_bad_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tito_fast.chains import core
     from tito_fast.score import dump

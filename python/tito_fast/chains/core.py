@@ -962,7 +962,8 @@ def _as_table(calls: Any) -> tuple[Any, str]:
                 return None, ""
             return pq.read_table(p), p.name
         except Exception as e:  # pyarrow's own error types
-            raise CallsError(f"{calls}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+            what = "cannot be read in the memory available" if isinstance(e, MemoryError) else "not a readable Parquet file"
+            raise CallsError(f"{calls}: {what} ({type(e).__name__}: {e})") from e
     if type(calls).__module__.startswith("pyarrow") and hasattr(calls, "column_names"):
         return calls, ""
     return None, ""

@@ -425,7 +425,8 @@ def _batches(pf: Any, p: Path, group: int, batch_size: int, row: int) -> Iterato
         try:
             batch = next(batches, None)
         except Exception as e:  # pyarrow's own error types: a corrupt page, a column too large to decode
-            raise DumpError(f"{p}: the rows from row {row} cannot be read ({type(e).__name__}: {e})") from e
+            why = "in the memory available; a row among them may be over MAX_RECORD_BYTES " if isinstance(e, MemoryError) else ""
+            raise DumpError(f"{p}: the rows from row {row} cannot be read {why}({type(e).__name__}: {e})") from e
         if batch is None:
             return
         yield batch
