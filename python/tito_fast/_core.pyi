@@ -256,7 +256,8 @@ def common_prefix_len_batch(
     Args:
         a_seqs: token sequences (a list of lists or arrays, or a 2-D array's rows).
         b_seqs: as many token sequences.
-        threads: worker threads; None uses one per core.
+        threads: worker threads; None uses one per core; more than the cores are clamped to the
+            core count (pools are kept by size, at most 4: the threads stay within 4 x cores).
 
     Example:
         >>> import tito_fast

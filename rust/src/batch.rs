@@ -39,9 +39,22 @@ pub const MAX_POOLS: usize = 4;
 /// The most threads one pool gets, whatever a caller asks for.
 pub const MAX_THREADS: usize = 256;
 
+/// The cores this process may run on (1 when unknown).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// The threads a pool asked for `threads` gets: at least 1, at most the
+/// core count (and [`MAX_THREADS`]). More threads than cores would not
+/// compare faster, and clamping keeps the threads of every kept pool
+/// together within [`MAX_POOLS`] x cores, whatever sizes callers ask for.
+pub fn pool_size(threads: usize) -> usize {
+    threads.clamp(1, cores().clamp(1, MAX_THREADS))
+}
+
 fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
     static POOLS: OnceLock<Pools> = OnceLock::new();
-    let threads = threads.clamp(1, MAX_THREADS);
+    let threads = pool_size(threads);
     let pools = POOLS.get_or_init(|| Mutex::new((std::process::id(), Vec::new())));
     let mut guard = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if guard.0 != std::process::id() {
@@ -68,10 +81,10 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
 }
 
 /// Run `f` with `threads` worker threads: `None` one per core, `Some(n)` a
-/// pool of `n` threads; pools are kept for reuse (per process: see [`Pools`]).
+/// pool of `n` threads, at most one per core ([`pool_size`]); pools are
+/// kept for reuse (per process: see [`Pools`]).
 pub fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
-    let n = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    match pool(n.max(1)) {
+    match pool(threads.unwrap_or_else(cores)) {
         Ok(p) => p.install(f),
         // A pool that cannot be built (no threads left): run here.
         Err(_) => f(),
@@ -186,6 +199,15 @@ mod tests {
         assert!(matches!(e, BatchError::Id { side: Side::A, row: 1, .. }));
         let ok = common_prefix_len_pairs(&a[..1], &b[..1]).unwrap();
         assert_eq!(ok, vec![2]);
+    }
+
+    #[test]
+    fn pools_are_at_most_one_thread_per_core() {
+        let n = cores();
+        assert_eq!(pool_size(0), 1);
+        assert_eq!(pool_size(1), 1);
+        assert_eq!(pool_size(n + 1), n.min(MAX_THREADS));
+        assert_eq!(pool_size(usize::MAX), n.min(MAX_THREADS));
     }
 
     #[test]

@@ -100,7 +100,11 @@ def test_input_errors_are_one_line(args: list[str], words: str) -> None:
 
 def test_file_problems(files: dict[str, Path]) -> None:
     code, _, err = _run("score", str(files["no_tok"] / ".."), "--tokenizer", str(files["no_tok"]))
-    assert code == 2 and "unknown dump format" in _one_error(err)
+    assert code == 2 and "..: is a folder, not a file" in _one_error(err)
+    odd = files["dir"] / "rows.txt"
+    odd.write_text("{}\n", encoding="utf-8")
+    code, _, err = _run("score", str(odd), "--tokenizer", "fixture:qwen3")
+    assert code == 2 and "rows.txt: unknown dump format" in _one_error(err)
     code, _, err = _run("score", str(DUMP), "--tokenizer", str(files["no_tok"]))
     assert code == 2 and "holds no tokenizer files" in _one_error(err)
     code, _, err = _run("score", str(files["as_parquet"]), "--tokenizer", "fixture:qwen3")

@@ -224,7 +224,12 @@ def test_a_killed_worker_is_reported(start: Callable[..., Run], big: dict[str, P
     assert _all_gone(pids)
 
 
-def test_sigterm_stops_assemble_cleanly(start: Callable[..., Run], big: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")])
+def test_sigterm_stops_assemble_cleanly(
+    start: Callable[..., Run], big: dict[str, Path], tmp_path: Path, signum: int, code: int, said: str
+) -> None:
+    if signum == signal.SIGINT and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        pytest.skip("SIGINT is ignored here, and so in the child")
     out = tmp_path / "out"
     out.mkdir()
     run = start(
@@ -240,10 +245,26 @@ def test_sigterm_stops_assemble_cleanly(start: Callable[..., Run], big: dict[str
             return False
 
     run.wait_until(reading)
-    os.kill(run.pid, signal.SIGTERM)
-    assert run.wait() == 143, run.err
-    assert "tito-fast: terminated (SIGTERM)" in run.err and "Traceback" not in run.err
-    assert list(out.iterdir()) == []  # as on Ctrl-C: no output, and no temporary file
+    os.kill(run.pid, signum)
+    assert run.wait() == code, run.err
+    assert f"tito-fast: {said}" in run.err and "Traceback" not in run.err
+    assert list(out.iterdir()) == []  # no output, and no temporary file
+
+
+def test_an_interrupt_while_chains_are_written_leaves_no_parquet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def half(table: Any, where: Any, **kwargs: Any) -> None:  # Ctrl-C lands with half the file written
+        with open(where, "wb") as f:
+            f.write(b"PAR1" + b"\0" * 1000)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", half)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert cli("assemble", str(CALLS), *MODEL, "--out", str(out / "c.parquet"), "--json", str(out / "c.json"), "--quiet") == 130
+    assert "tito-fast: interrupted" in capsys.readouterr().err
+    assert list(out.iterdir()) == []  # no partial Parquet under its name (it has no completeness marker), no temporary
 
 
 def test_sigterm_in_process_is_an_interrupt(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

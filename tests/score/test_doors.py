@@ -299,7 +299,7 @@ def _kinds() -> list[Kind]:
             "a line over MAX_RECORD_BYTES",
             lambda f: Line(f.fields, pad=MAX_RECORD_BYTES),
             "bad: over the limit",
-            parquet="MAX_RECORD_BYTES bounds a JSONL line; a row is not read as one",
+            parquet="the padding is a field the Parquet layout has no column for (a row over the limit: tests/cli/test_hostile_inputs.py)",
         ),
         Kind(
             "tool-call arguments as a dict",

@@ -118,14 +118,14 @@ _LINES_PER_READ = 256
 
 def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
     """The calls of a JSONL (optionally .gz) or Parquet capture file, in file order.
-    A line over `MAX_RECORD_BYTES` is a bad record, read no further; a
+    A line or row over `MAX_RECORD_BYTES` is a bad record, read no further; a
     truncated gzip file ends with one bad record naming where."""
     p = Path(path)
     try:
         fmt = dump_format(p)  # the dump's rule for names and contents, one owner
         if fmt == "parquet":
-            for row, obj in enumerate(parquet_rows(p, 1024)):
-                yield parse_call(obj, f"{p.name}:row {row}", json_text=True)
+            for row, obj in enumerate(parquet_rows(p, 1024)):  # a row over MAX_RECORD_BYTES: a BadRecord
+                yield obj if isinstance(obj, BadRecord) else parse_call(obj, f"{p.name}:row {row}", json_text=True)
             return
     except CallsError:
         raise

@@ -31,6 +31,8 @@ from tito_fast.chains.calls import (
     read_calls,
 )
 from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets, map_offsets
+from tito_fast.errors import DumpError
+from tito_fast.score.dump import MAX_RECORD_BYTES, dump_format, oversized_row_groups, row_sizes, too_large
 
 if TYPE_CHECKING:
     from tito_fast.chains.packed import PackedChains
@@ -675,7 +677,9 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         or not all(texts(typ(c)) for c in ("messages", "tools", "finish_reason", "metadata"))
     ):
         return None
-    bad = np.asarray(table.column("session_id").is_null())
+    sizes = row_sizes(table)  # the dump's bound on a record (MAX_RECORD_BYTES), one owner
+    big = sizes > MAX_RECORD_BYTES
+    bad = np.asarray(table.column("session_id").is_null()) | big
     for col in ("prompt_ids", "completion_ids"):
         c = table.column(col)
         bad = bad | np.asarray(c.is_null())
@@ -711,7 +715,8 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         return table, None, []
     out: list[BadCall] = []
     for r in np.flatnonzero(bad).tolist():
-        c = parse_call(table.slice(r, 1).to_pylist()[0], f"{name}:row {r}" if name else f"row {r}", json_text=True)
+        where = f"{name}:row {r}" if name else f"row {r}"
+        c = too_large(where, int(sizes[r])) if big[r] else parse_call(table.slice(r, 1).to_pylist()[0], where, json_text=True)
         if not isinstance(c, BadCall):
             return None  # the reader takes a row the columnar checks refused: let the reader decide every row
         if on_error == "fail":
@@ -977,7 +982,7 @@ def assemble(
         policy: None (realign seam drift, fork the rest), one policy, or `{cause: policy}`.
         realign_window: seam drift is a departure within this many ids of a chain's end.
         on_error: "fail" (raise `CallsError` for the first bad record) or "skip" (count it).
-        threads: threads for the matching (None: all cores).
+        threads: threads for the matching (None: all cores; more than the cores are clamped to them).
         progress: called with (sessions assembled, sessions) after each batch.
         leaves: "all" (one chain per leaf of each session's forest) or
             "drop_retries" (an attempt that a retry superseded, i.e. a chain a
@@ -1029,12 +1034,17 @@ def _as_table(calls: Any) -> tuple[Any, str]:
         pq = _deps.parquet()
 
         p = Path(calls)
-        if not p.is_file():
-            raise CallsError(f"{calls}: no such file")
         try:
+            dump_format(p)  # the dump's rule for names and contents (a folder, no such file), one owner
+        except DumpError as e:
+            raise CallsError(str(e)) from None
+        try:
+            if oversized_row_groups(pq.ParquetFile(p).metadata):  # rows not to decode: the reader reports them
+                return None, ""
             return pq.read_table(p), p.name
         except Exception as e:  # pyarrow's own error types
-            raise CallsError(f"{calls}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+            what = "cannot be read in the memory available" if isinstance(e, MemoryError) else "not a readable Parquet file"
+            raise CallsError(f"{calls}: {what} ({type(e).__name__}: {e})") from e
     if type(calls).__module__.startswith("pyarrow") and hasattr(calls, "column_names"):
         return calls, ""
     return None, ""

@@ -20,7 +20,9 @@ def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None, *
     chain it branched off, null for a root), `shared` (leading ids shared
     with it), `ids` (uint32), `loss_mask` (uint8), `logprobs` (float32, null
     where not sampled) and `call_index` (int64) per id; `.parquet` or
-    `.jsonl` by the file name. `packed` (Parquet only): the packed form
+    `.jsonl` by the file name. JSONL is strict JSON: a logprob is a finite
+    number or null (a non-finite one, which no reader lets in, is refused:
+    ValueError). `packed` (Parquet only): the packed form
     (`PackedChains.table`: each chain from `shared` on, a shared prefix
     stored once). Written whole or not at all
     (`tito_fast.score.outputs.Output`; `arg` names the option in its errors)."""
@@ -31,10 +33,14 @@ def write_chains(assembly: Assembly, path: str | Path, arg: str | None = None, *
         if packed:
             raise ValueError(f"{path}: the packed form is written as Parquet: name the chains file .parquet")
         chains = assembly.chains()
+        for c in chains:  # only hand-made `Call`s get here with one: every reader refuses a non-finite logprob
+            if np.isinf(c.logprobs).any():
+                at = int(np.flatnonzero(np.isinf(c.logprobs))[0])
+                raise ValueError(f"session {c.session_id!r} chain {c.index}: logprob {c.logprobs[at]} at id {at} is not finite (not valid JSON)")
         with Output(p, arg) as out:
             f = out.open("w", encoding="utf-8")
             for c in chains:
-                f.write(json.dumps(c.to_dict(), ensure_ascii=False) + "\n")
+                f.write(json.dumps(c.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
         return
     if p.suffix != ".parquet":
         raise ValueError(f"{path}: name the chains file .parquet or .jsonl")

@@ -322,6 +322,8 @@ def _input_file(path: str, what: str) -> Path:
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{what} {path}: no such file")
+    if p.is_dir():
+        raise UsageError(f"{what} {path}: is a folder, not a file")
     if not p.is_file():
         raise UsageError(f"{what} {path}: not a file")
     return p

@@ -26,7 +26,9 @@ A record that cannot be used is yielded as a `BadRecord` naming the file,
 the line (JSONL, 1-based) or row (Parquet, 0-based) and the reason; the
 caller decides whether to skip it or stop. Hostile records are bad records
 too, never an exception that ends the job: a line over `MAX_RECORD_BYTES`
-(read no further than that) is one. A problem with the whole file (a
+(read no further than that) is one, and so is a Parquet row over it, its
+numbers counted at `ID_BYTES` each (`row_sizes`: a tiny file declaring
+millions of ids a row is never read into Python objects). A problem with the whole file (a
 missing required Parquet column, an empty dump) is one `DumpError`.
 
 Example:
@@ -56,6 +58,9 @@ MAX_ID = 2**32 - 1
 #: 64 MiB holds about 9M ids; scoring a record costs about 20x its size in memory at peak
 #: (a 58 MB record of 8M ids: 1.3 GB).
 MAX_RECORD_BYTES = 64 * 2**20
+#: What a number (an id, a logprob) of a Parquet row counts towards `MAX_RECORD_BYTES`
+#: (about its JSON text, "151644, "): a row holds at most 8M ids, as a line does about 9M.
+ID_BYTES = 8
 _READ_BUFFER = 4 * 2**20
 
 
@@ -108,10 +113,12 @@ def dump_format(path: str | Path) -> str:
     """"jsonl" or "parquet", from the file name, checked against the file's first bytes.
 
     Raises:
-        DumpError: no such file, an unknown suffix, or content that is not
-            what the name says (a JSONL file named .parquet).
+        DumpError: a folder, no such file, an unknown suffix, or content that
+            is not what the name says (a JSONL file named .parquet).
     """
     p = Path(path)
+    if p.is_dir():
+        raise DumpError(f"{path}: is a folder, not a file; give a .jsonl, .jsonl.gz or .parquet file")
     name = p.name.lower()
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".json")):
         fmt = "jsonl"
@@ -251,13 +258,59 @@ def _lines(f: Any, name: str, lineno: int, limit: int, end: int | None = None, r
                 pos += len(chunk)
                 if chunk.endswith(b"\n"):
                     break
-            yield BadRecord(f"{name}:{lineno}", f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)", code="too_large")
+            yield too_large(f"{name}:{lineno}", size, limit)
         elif raw:
             if not line.isspace():  # (no copy of the line, as strip() makes)
                 yield RawLine(name, lineno, line)
         elif (rec := _jsonl_record(name, lineno, line)) is not None:
             yield rec
         lineno += 1
+
+
+def too_large(source: str, size: int, limit: int | None = None, session_id: str | None = None) -> BadRecord:
+    """The bad record (code `too_large`) of a record of `size` bytes over `limit`
+    (default `MAX_RECORD_BYTES`): a JSONL line, or a Parquet row (`row_sizes`)."""
+    limit = MAX_RECORD_BYTES if limit is None else limit
+    return BadRecord(source, f"the record is {size:,} bytes, over the limit of {limit:,} (MAX_RECORD_BYTES)", session_id, "too_large")
+
+
+def row_sizes(table: Any) -> npt.NDArray[np.int64]:
+    """Each row's size as `MAX_RECORD_BYTES` counts it, for a pyarrow Table or
+    RecordBatch (a Parquet dump or capture file): its texts' bytes plus
+    `ID_BYTES` for each number, about the JSONL line that would hold it. A
+    tiny Parquet file can declare millions of ids a row; this bounds a row as
+    the line limit bounds a line, without a Python object per value."""
+    sizes = np.zeros(table.num_rows, dtype=np.int64)
+    for col in table.columns:
+        chunks = getattr(col, "chunks", [col])
+        if chunks:
+            sizes += np.concatenate([_value_sizes(c) for c in chunks]) if len(chunks) > 1 else _value_sizes(chunks[0])
+    return sizes
+
+
+def _value_sizes(arr: Any) -> npt.NDArray[np.int64]:
+    pa, pc = _deps.pyarrow(), _deps.pyarrow_compute()
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_null(t):
+        return np.zeros(n, dtype=np.int64)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return np.asarray(pc.fill_null(pc.binary_length(arr), 0), dtype=np.int64)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(arr), 0), dtype=np.int64)
+        vt = t.key_type if pa.types.is_map(t) else t.value_type
+        if pa.types.is_integer(vt) or pa.types.is_floating(vt) or pa.types.is_boolean(vt):
+            return lengths * ID_BYTES  # ids, logprobs: no per-value work
+        total = np.zeros(len(arr.values) + 1, dtype=np.int64)
+        np.cumsum(_value_sizes(arr.values), out=total[1:])
+        off = np.asarray(arr.offsets, dtype=np.int64)
+        return np.where(lengths > 0, total[off[1:]] - total[off[:-1]], 0)
+    if pa.types.is_struct(t):
+        out = np.zeros(n, dtype=np.int64)
+        for field in arr.flatten():
+            out += _value_sizes(field)
+        return out
+    return np.full(n, ID_BYTES, dtype=np.int64)
 
 
 def jsonl_ranges(path: str | Path, records_per_range: int) -> list[tuple[int, int, int, int]]:
@@ -300,10 +353,12 @@ def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | Bad
     return Record(source, default_id if sid is None else sid, messages, token_ids, tools=tools, family=family, metadata=metadata)
 
 
-def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> Iterator[dict[str, Any] | BadRecord]:
     """The rows of a Parquet file (dumps and capture files) as dicts, read a
-    batch at a time. Raises `DumpError` for a file pyarrow cannot read or one
-    without the `required` columns."""
+    batch at a time; a row over `MAX_RECORD_BYTES` (`row_sizes`) is a
+    `BadRecord` (code `too_large`), never read into Python. Raises
+    `DumpError` for a file pyarrow cannot read or one without the
+    `required` columns."""
     pq = _deps.parquet()
 
     try:
@@ -314,15 +369,93 @@ def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> It
     missing = set(required) - names
     if missing:
         raise DumpError(f"{p}: the dump has no column(s) {sorted(missing)}; its columns are {sorted(names)}")
-    for batch in pf.iter_batches(batch_size=batch_size):
+    row = 0
+    oversized = oversized_row_groups(pf.metadata)
+    for group in range(pf.metadata.num_row_groups):
+        declared = _declared_size(pf.metadata.row_group(group))
+        rows = pf.metadata.row_group(group).num_rows
+        if group in oversized:  # its rows are over the limit on average: not decoded
+            sids = pf.read_row_group(group, columns=["session_id"]).column(0) if "session_id" in names else None
+            for i in range(rows):
+                sid = _session_id(sids, i)
+                yield too_large(f"{p.name}:row {row + i}", -(-declared // rows), session_id=sid)
+            row += rows
+            continue
+        for batch in _batches(pf, p, group, batch_size, row):
+            yield from _batch_rows(p, batch, row)
+            row += batch.num_rows
+
+
+def oversized_row_groups(metadata: Any) -> list[int]:
+    """The row groups of a Parquet file (its `FileMetaData`) whose rows are over
+    `MAX_RECORD_BYTES` on average by what the metadata declares, before any
+    value is decoded: `parquet_rows` reports their rows as bad records
+    unread (a tiny file can declare 50M ids in one row)."""
+    out = []
+    for group in range(metadata.num_row_groups):
+        g = metadata.row_group(group)
+        if g.num_rows and _declared_size(g) > g.num_rows * MAX_RECORD_BYTES:
+            out.append(group)
+    return out
+
+
+def _declared_size(group: Any) -> int:
+    """What a Parquet row group's metadata says its rows hold, as `row_sizes`
+    counts it (numbers at `ID_BYTES`; texts at their uncompressed bytes),
+    known before any value is decoded."""
+    size = 0
+    for j in range(group.num_columns):
+        c = group.column(j)
+        size += c.num_values * ID_BYTES + (c.total_uncompressed_size if c.physical_type == "BYTE_ARRAY" else 0)
+    return size
+
+
+def _session_id(sids: Any, i: int) -> str | None:
+    """Row `i`'s session id from a session_id column, when it is a string or an int."""
+    pa = _deps.pyarrow()
+    if sids is None or not (pa.types.is_string(sids.type) or pa.types.is_large_string(sids.type) or pa.types.is_integer(sids.type)):
+        return None
+    sid = sids[i].as_py()
+    return None if sid is None else str(sid)
+
+
+def _batches(pf: Any, p: Path, group: int, batch_size: int, row: int) -> Iterator[Any]:
+    batches = pf.iter_batches(batch_size=batch_size, row_groups=[group])
+    while True:
+        try:
+            batch = next(batches, None)
+        except Exception as e:  # pyarrow's own error types: a corrupt page, a column too large to decode
+            why = "in the memory available; a row among them may be over MAX_RECORD_BYTES " if isinstance(e, MemoryError) else ""
+            raise DumpError(f"{p}: the rows from row {row} cannot be read {why}({type(e).__name__}: {e})") from e
+        if batch is None:
+            return
+        yield batch
+        row += batch.num_rows
+
+
+def _batch_rows(p: Path, batch: Any, row: int) -> Iterator[dict[str, Any] | BadRecord]:
+    """The rows of one record batch as dicts, those over `MAX_RECORD_BYTES` as `BadRecord`s."""
+    sizes = row_sizes(batch)
+    big = sizes > MAX_RECORD_BYTES
+    if big.any():
+        sids = batch.column("session_id") if "session_id" in batch.schema.names else None
+        cols = batch.filter(_deps.pyarrow().array(~big)).to_pydict()
+        k = 0
+        for i in range(batch.num_rows):
+            if big[i]:
+                yield too_large(f"{p.name}:row {row + i}", int(sizes[i]), session_id=_session_id(sids, i))
+            else:
+                yield {c: v[k] for c, v in cols.items()}
+                k += 1
+    else:
         cols = batch.to_pydict()
         for i in range(batch.num_rows):
-            yield {k: v[i] for k, v in cols.items()}
+            yield {c: v[i] for c, v in cols.items()}
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
     for row, obj in enumerate(parquet_rows(p, batch_size, ("messages", "token_ids"))):
-        yield record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
+        yield obj if isinstance(obj, BadRecord) else record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
 
 
 def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:
