@@ -4,6 +4,7 @@ shapes that were quadratic in calls per session, each in a fresh process.
     python benches/scale_assemble.py [CASE ...]
 
 Cases (ids are synthetic; B = 100 marks a block, 9 ends a completion):
+(`retries_250k`, `roots_100k`: the same shapes at other sizes.)
 - `retries_1m`: one session of 1,000,000 calls, each a retry of a shared
   200-id context with its own 20-id question: every call branches off.
 - `roots_1m`: one session of 1,000,000 calls with their own system prompts
@@ -43,17 +44,23 @@ def _table(session: np.ndarray, prompts: list[np.ndarray], completions: list[np.
     return pa.table({"session_id": pa.array(session), "prompt_ids": column(prompts), "completion_ids": column(completions)})
 
 
+def _size(case: str) -> int:
+    """`retries_250k` -> 250,000."""
+    n = case.rsplit("_", 1)[1]
+    return int(float(n[:-1]) * {"k": 1e3, "m": 1e6}[n[-1]])
+
+
 def build(case: str) -> object:
     rng = np.random.default_rng(0)
-    if case == "retries_1m":
-        n = 1_000_000
+    if case.startswith("retries_"):
+        n = _size(case)
         context = np.concatenate([[B], rng.integers(10, 50_000, 120), [B], rng.integers(10, 50_000, 78)]).astype(np.uint32)
         questions = rng.integers(10, 50_000, (n, 20)).astype(np.uint32)
         prompts = [np.concatenate([context, q, [B]]) for q in questions]
         completions = list(np.concatenate([rng.integers(10, 50_000, (n, 3)), np.full((n, 1), END)], axis=1).astype(np.uint32))
         return _table(np.zeros(n, dtype=np.int64), prompts, completions)
-    if case == "roots_1m":
-        n = 1_000_000
+    if case.startswith("roots_"):
+        n = _size(case)
         systems = rng.integers(10, 50_000, (n, 30)).astype(np.uint32)
         prompts = [np.concatenate([[B], s, [B, 11, 12, B]]) for s in systems]
         completions = list(np.concatenate([rng.integers(10, 50_000, (n, 3)), np.full((n, 1), END)], axis=1).astype(np.uint32))

@@ -642,6 +642,14 @@ class _Rows:
         return [v for v, _ in self.chunks], [o for _, o in self.chunks]
 
 
+def _row_of_values(lengths: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """The rows of a list column (row lengths `lengths`) holding the flat values marked in `wrong`."""
+    at = np.flatnonzero(wrong)
+    if not len(at):
+        return at
+    return np.searchsorted(np.cumsum(lengths), at, side="right")
+
+
 def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray | None, list[BadCall]] | None:
     """The rows of a capture table the columnar path may take, checked by the
     one reader's rules: (the table of good rows, their row numbers in
@@ -685,12 +693,13 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         bad = bad | np.asarray(c.is_null())
         lengths = np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64)
         flat = pc.list_flatten(c)
-        rows = np.repeat(np.arange(n), lengths)
-        wrong = np.asarray(flat.is_null())
-        if not types.is_uint32(flat.type) and len(flat):
-            v = np.asarray(pc.fill_null(flat, 0).cast(pa.int64() if types.is_signed_integer(flat.type) else pa.uint64()))
-            wrong = wrong | (v < 0) | (v > MAX_ID)
-        bad[rows[wrong]] = True
+        # per id, only when some id may be wrong (uint32 ids without nulls are all ids)
+        if flat.null_count or (not types.is_uint32(flat.type) and len(flat)):
+            wrong = np.asarray(flat.is_null())
+            if not types.is_uint32(flat.type):
+                v = np.asarray(pc.fill_null(flat, 0).cast(pa.int64() if types.is_signed_integer(flat.type) else pa.uint64()))
+                wrong = wrong | (v < 0) | (v > MAX_ID)
+            bad[_row_of_values(lengths, wrong)] = True
         if col == "prompt_ids":
             bad = bad | (lengths == 0)
     if "completion_logprobs" in names:
@@ -703,7 +712,7 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         if len(flat):
             v = np.asarray(pc.fill_null(flat.cast(pa.float64()), 0.0), dtype=np.float64)
             wrong = ~np.isfinite(v) | (np.abs(v) > np.finfo(np.float32).max)
-            bad[np.repeat(np.arange(n), lp_len)[wrong]] = True
+            bad[_row_of_values(lp_len, wrong)] = True
     if "call_index" in names and not types.is_null(typ("call_index")):
         ci = table.column("call_index")
         v = np.asarray(pc.fill_null(ci.cast(pa.float64()), 0.0))

@@ -151,6 +151,23 @@ impl Index {
         }
     }
 
+    /// The point `depth` ids down on the path from the root to `node`
+    /// (`depth` at most `node`'s).
+    pub fn point_above(&self, node: u32, depth: usize) -> Pos {
+        let mut v = node;
+        loop {
+            let n = &self.nodes[v as usize];
+            if n.depth == depth {
+                return Pos { node: v, depth, into: None };
+            }
+            let p = n.parent;
+            if self.nodes[p as usize].depth < depth {
+                return Pos { node: p, depth, into: Some(v) };
+            }
+            v = p;
+        }
+    }
+
     /// How many ids down `node` is.
     pub fn depth(&self, node: u32) -> usize {
         self.nodes[node as usize].depth

@@ -351,9 +351,11 @@ impl Forest<'_, '_> {
         self.index.add_tip(node, k32, self.clock);
         // Its trimmed ends: up to max_trim trailing ids of the trim set.
         let mut t = 1;
+        let mut below = node; // the node of the trimmed end found last: the next is above it
         while t <= self.opt.max_trim && t <= n && self.opt.trim.contains(&index::at(s, n - t)) {
-            let q = self.index.walk(&seq, s, n - t, index::Pos::ROOT, &mut Vec::new());
+            let q = self.index.point_above(below, n - t);
             let at = self.index.insert(&seq, q, c, s, n - t);
+            below = at;
             self.index.add_tip(at, k32, self.clock);
             self.trimmed[k].push(at);
             t += 1;
