@@ -38,9 +38,11 @@ extend no chain is classified against its hinted call's chain.
 
 The hints are computed in one pass: each message is reduced to a key under
 the matcher's normalisation, so two messages match exactly when their keys
-are equal, and the session's conversations are a trie of keys (a message
-equal to the one at its place in the previous call reuses its key without
-being normalised again). One corner of `loose_tool_call` is not an
+are equal, and the session's conversations are a trie of keys (the
+messages a call shares with the previous call, at their places, and the
+previous reply replayed as it was, take the previous call's trie nodes
+without being keyed again; `parse_message_texts` reads a JSON text that
+appends to the previous one from where it ended). One corner of `loose_tool_call` is not an
 equivalence and the keys leave it out: arguments given as dicts (not JSON
 text) whose values are equal only as Python values (`True == 1`) match
 through the strict step in Miles, not by key here.
@@ -367,17 +369,19 @@ def message_hints(
     `calls`: `Call`s (or anything with `messages` and `response`), or
     `(messages, response)` pairs.
 
-    Linear in the messages: each message is keyed once under the matcher's
-    normalisation (a message `==` to the one at its place in the previous
-    call takes that message's key), and the conversations are a trie of
-    keys in which each call walks its own messages.
+    Linear in the messages: the conversations are a trie of message keys
+    (each message normalised by the matcher); the messages `==` to the
+    previous call's at their places (and its reply, replayed) take its
+    trie nodes, so only a call's new messages are keyed.
     """
     key_of = _KEYS[check_matcher(matcher)]
     trie: dict[tuple[int, Any], int] = {}  # (node, message key) -> node; node 0 is the empty conversation
     ends: dict[int, int] = {}  # node -> the latest call whose stored conversation ends there
     hints: list[int] = []
     prev_msgs: Sequence[Message] = ()
-    prev_keys: list[Any] = []
+    prev_path: list[int] = []  # the previous call's node after each of its messages
+    prev_reply: Message | None = None  # the previous call's response message, and its node
+    reply_node = 0
     for i, call in enumerate(calls):
         if isinstance(call, tuple):
             messages, response = call
@@ -386,34 +390,71 @@ def message_hints(
         if not messages:
             hints.append(-1)
             continue
-        keys: list[Any] = []
-        n_prev = len(prev_msgs)
-        same = True
-        for j, m in enumerate(messages):
-            if same and j < n_prev and (prev_msgs[j] is m or prev_msgs[j] == m):
-                keys.append(prev_keys[j])
-            else:
-                same = False
-                keys.append(key_of(m) if type(m) is dict else (_RAW, _typed(m)))
-        node, best = 0, ends.get(0, -1)
-        for k in keys:
+        # the messages the previous call has at their places: its nodes, not keyed again
+        shared, top = 0, min(len(messages), len(prev_msgs))
+        while shared < top and (prev_msgs[shared] is messages[shared] or prev_msgs[shared] == messages[shared]):
+            shared += 1
+        path = prev_path[:shared]
+        if shared == len(prev_msgs) and prev_reply is not None and len(messages) > shared and messages[shared] == prev_reply:
+            path.append(reply_node)  # the previous call's reply, replayed as it was
+            shared += 1
+        node = path[-1] if path else 0
+        for m in messages[shared:]:
+            k = key_of(m) if type(m) is dict else (_RAW, _typed(m))
             nxt = trie.get((node, k))
             if nxt is None:
-                nxt = len(trie) + 1
-                trie[(node, k)] = nxt
+                nxt = trie[(node, k)] = len(trie) + 1
+            path.append(nxt)
             node = nxt
-            found = ends.get(node)
+        best = ends.get(0, -1)
+        for found in map(ends.get, path):
             if found is not None:
-                best = found
+                best = found  # deeper wins; at one node, the latest call is kept
         hints.append(best)
         reply = response_message(response)
         if reply is not None:
             k = key_of(reply)
             nxt = trie.get((node, k))
             if nxt is None:
-                nxt = len(trie) + 1
-                trie[(node, k)] = nxt
-            node = nxt
+                nxt = trie[(node, k)] = len(trie) + 1
+            node = reply_node = nxt
         ends[node] = i
-        prev_msgs, prev_keys = messages, keys
+        prev_msgs, prev_path, prev_reply = messages, path, reply
     return hints
+
+
+def parse_message_texts(texts: Iterable[str | bytes | None]) -> list[Any]:
+    """The messages of a session's calls from their JSON text (a capture's
+    text column), in call order. A text that is the previous one with
+    messages appended (a harness replaying its history as it sent it) is
+    parsed from where the previous one ended: its earlier messages are the
+    previous call's objects, so `message_hints` does not key them again."""
+    out: list[Any] = []
+    prev_body, prev = "", None
+    for t in texts:
+        if t is None:
+            out.append(None)
+            continue
+        if isinstance(t, (bytes, bytearray)):
+            t = t.decode("utf-8")
+        msgs = None
+        if prev is not None and prev_body and t.startswith(prev_body):
+            rest = t[len(prev_body) :].lstrip()
+            if rest == "]":
+                msgs = prev
+            elif rest.startswith(","):
+                try:
+                    tail = json.loads("[" + rest[1:])
+                except ValueError:
+                    tail = None
+                if isinstance(tail, list):
+                    msgs = [*prev, *tail]
+        if msgs is None:
+            msgs = json.loads(t)
+        out.append(msgs)
+        if isinstance(msgs, list) and msgs:
+            body = t.rstrip()
+            prev_body, prev = (body[:-1].rstrip(), msgs) if body.endswith("]") else ("", None)
+        else:
+            prev_body, prev = "", None
+    return out
