@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain as concat
 from operator import attrgetter
 from pathlib import Path
@@ -30,6 +31,7 @@ from tito_fast.chains.calls import (
     parse_tools,
     read_calls,
 )
+from tito_fast.chains.matchers import check_matcher, message_hints, parse_message_texts
 from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets, map_offsets
 from tito_fast.errors import DumpError
 from tito_fast.score.dump import MAX_RECORD_BYTES, dump_format, oversized_row_groups, row_sizes, too_large
@@ -539,11 +541,31 @@ def _message_at(found: tuple[np.ndarray, list[str]] | None, table: Any, at: np.n
     return index, [roles[i] if i >= 0 else block_roles[b] for i, b in zip(index.tolist(), blocks.tolist())]
 
 
-def _object_batch(sessions: Sessions) -> _Batch:
+def _session_hints(conversations: Iterable[list[tuple[Any, Any]]], matcher: str, rows: Iterable[np.ndarray], n: int) -> np.ndarray | None:
+    """The `hints` argument of `assemble_calls` (`n` call rows, -1 where
+    none): per session, its calls' (messages, response) in order and their
+    rows; None when no call has a hint."""
+    out = np.full(n, -1, dtype=np.int64)
+    found = False
+    for conv, r in zip(conversations, rows):
+        h = np.asarray(message_hints(conv, matcher), dtype=np.int64)
+        if (h >= 0).any():
+            found = True
+            out[r] = np.where(h >= 0, r[np.maximum(h, 0)], -1)
+    return out if found else None
+
+
+def _object_batch(sessions: Sessions, matcher: str | None = None) -> _Batch:
     calls = list(concat.from_iterable(sessions.calls))
     requests: list[_Request] = [(c.messages, c.tools) for c in calls]  # what chains keep of the calls
     args = _csr(sessions)
     args["order"] = None
+    if matcher is not None:  # rows: the calls in session order, as given
+        starts = args["session_offsets"].tolist()
+        args["hints"] = _session_hints(
+            ([(c.messages, c.response) for c in cs] for cs in sessions.calls), matcher,
+            (np.arange(a, b, dtype=np.int64) for a, b in zip(starts[:-1], starts[1:])), len(calls),
+        )  # fmt: skip
     ended = [c.finish_reason == "length" for c in calls]
     args["length"] = np.asarray(ended, dtype=bool) if any(ended) else None
     index = list(map(attrgetter("call_index"), calls))
@@ -735,7 +757,9 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
     return table.take(pa.array(keep)), keep, out
 
 
-def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batch], list[BadCall], int] | None:
+def _table_batches(
+    table: Any, name: str, on_error: OnError, matcher: str | None = None
+) -> tuple[list[_Batch], list[BadCall], int] | None:
     """A capture table (Arrow, or a Parquet file read whole) as batches of
     sessions for the matching, without a Python object per call: the ids are
     read in place from the list columns, and the calls are put in session and
@@ -810,6 +834,7 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
     c_vals, c_off = completion
     messages_col = table.column("messages") if "messages" in table.column_names else None
     tools_col = table.column("tools") if "tools" in table.column_names else None
+    response_col = table.column("response") if "response" in table.column_names else None
     length = None  # per row: the completion ended on finish_reason="length"
     if "finish_reason" in table.column_names:
         fr = table.column("finish_reason")
@@ -827,6 +852,8 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             "session_offsets": np.concatenate([[0], np.cumsum(part)]).astype(np.int64), "order": rows_part.astype(np.int64),
             "length": length,
         }  # fmt: skip
+        if matcher is not None and messages_col is not None:  # computed when the batch is matched
+            args["hints"] = partial(_table_hints, messages_col, response_col, rows_part, part, n, matcher)
 
         def ids_of(g: int, rows: np.ndarray = rows_part) -> np.ndarray:
             return prompts[int(rows[g])]
@@ -854,6 +881,21 @@ def _table_batches(table: Any, name: str, on_error: OnError) -> tuple[list[_Batc
             _Batch(ids[lo : lo + BATCH_SESSIONS], part, index[rows_part], args, ids_of, done_of, source_of, sampled, messages_of)
         )
     return batches, bad, len(ids)
+
+
+def _table_hints(messages_col: Any, response_col: Any, rows: np.ndarray, counts: list[int], n: int, matcher: str) -> np.ndarray | None:
+    """`_session_hints` of a batch of a capture table: `rows` its rows in
+    session and call order, `counts` its calls per session; the messages (and
+    responses) are JSON text per row."""
+    pa = _deps.pyarrow()
+    take = pa.array(rows, type=pa.int64())
+    texts = messages_col.take(take).to_pylist()
+    responses = response_col.take(take).to_pylist() if response_col is not None else [None] * len(rows)
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64).tolist()
+    return _session_hints(
+        (list(zip(parse_message_texts(texts[a:b]), responses[a:b])) for a, b in zip(bounds[:-1], bounds[1:])), matcher,
+        (rows[a:b].astype(np.int64) for a, b in zip(bounds[:-1], bounds[1:])), n,
+    )  # fmt: skip
 
 
 def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], list[Event]]:
@@ -950,11 +992,14 @@ def _run(
 ) -> tuple[dict[str, list[Chain]], list[Event], int]:
     """The Rust matching of one batch: its chains, events and ids delivered with loss 1."""
     a = batch.args
+    hints = a.get("hints")
+    if callable(hints):
+        hints = hints()
     out = assemble_calls(
         a["prompts"], a["completion"], a["completion_offsets"], a["logprobs"], a["session_offsets"], order=a["order"],
         trim_ids=fam.trim, max_trim=fam.max_trim, realign_window=window,
         policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary,
-        length=a["length"], leaves=leaves, threads=threads,
+        length=a["length"], hints=hints, leaves=leaves, threads=threads,
     )  # fmt: skip
     return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
 
@@ -970,6 +1015,7 @@ def assemble(
     threads: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     leaves: str = "all",
+    matcher: str | None = None,
 ) -> Assembly:
     """Captured calls to trainable chains, per session.
 
@@ -998,6 +1044,14 @@ def assemble(
             rollback branched off that took no call after it, is dropped from
             the branch point on and counted as `superseded`; the retry's chain
             keeps the history before it).
+        matcher: None (the ids alone place each call), or a message matcher
+            of Miles' session server ("strict", "loose_tool_call",
+            "role_content_only"; `tito_fast.chains.matchers`): a call whose ids
+            extend no chain, but whose `messages` extend an earlier call's
+            conversation (its messages and response) under the matcher, is
+            classified against that call's chain (a harness that re-serialises
+            tool arguments). The ids stay the ground truth: what a call
+            extends, and every check, is unchanged.
 
     Example:
         >>> a = assemble([{"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [3]},
@@ -1010,13 +1064,15 @@ def assemble(
     pol = resolve_policy(policy)
     if leaves not in LEAVES:
         raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
+    if matcher is not None:
+        check_matcher(matcher)
     fam = _family(tokenizer, family)
     table, name = _as_table(calls)
     records: Any = calls
     if table is not None:
         if table.num_rows == 0 and isinstance(calls, (str, Path)):
             raise CallsError(f"{calls}: the capture holds no records")
-        got = _table_batches(table, name, on_error)
+        got = _table_batches(table, name, on_error, matcher)
         if got is not None:
             batches, bad, total = got
             return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress, leaves)
@@ -1031,7 +1087,7 @@ def assemble(
         raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")
     bad.extend(repeated)
     parts = (
-        _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]))
+        _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]), matcher)
         for lo in range(0, len(sessions.ids), BATCH_SESSIONS)
     )
     return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress, leaves)

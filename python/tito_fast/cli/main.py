@@ -188,6 +188,10 @@ def _parser() -> argparse.ArgumentParser:
         "--leaves", choices=["all", "drop_retries"], default="all",
         help="one chain per leaf of each session's forest (all, the default), or drop the attempts a retry superseded",
     )  # fmt: skip
+    asm.add_argument(
+        "--matcher", choices=["strict", "loose_tool_call", "role_content_only"], default=None,
+        help="classify a call whose ids extend no chain against the call whose messages it extends, by this message matcher",
+    )
     asm.add_argument("--packed", action="store_true", help="write --out (.parquet) in packed form: each shared prefix once")
     asm.add_argument("--json", metavar="OUT", help="write the summary, events and bad records as JSON ('-' for stdout)")
     asm.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with plots")
@@ -684,6 +688,7 @@ def _assemble(ns: argparse.Namespace) -> int:
         a = assemble(
             ns.calls, family=ns.family, tokenizer=ns.tokenizer, policy=policy, realign_window=ns.realign_window,
             on_error=ns.on_error, threads=ns.threads, progress=progress, leaves=ns.leaves,
+            matcher=ns.matcher,
         )  # fmt: skip
     except MissingDependency:
         raise
