@@ -65,6 +65,8 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from tito_fast._core import json_loads
+
 #: The matchers `assemble(matcher=...)` and `tito-fast assemble --matcher` take.
 MATCHERS = ("strict", "loose_tool_call", "role_content_only")
 
@@ -332,7 +334,7 @@ def response_message(response: Any) -> Message | None:
         text = response.lstrip()
         if text.startswith("{"):
             try:
-                parsed = json.loads(response)
+                parsed = json_loads(response)  # the one reader's JSON rules, as every record field
             except ValueError:
                 parsed = None
             if isinstance(parsed, dict):
@@ -444,13 +446,13 @@ def parse_message_texts(texts: Iterable[str | bytes | None]) -> list[Any]:
                 msgs = prev
             elif rest.startswith(","):
                 try:
-                    tail = json.loads("[" + rest[1:])
+                    tail = json_loads("[" + rest[1:])
                 except ValueError:
                     tail = None
                 if isinstance(tail, list):
                     msgs = [*prev, *tail]
         if msgs is None:
-            msgs = json.loads(t)
+            msgs = json_loads(t)
         out.append(msgs)
         if isinstance(msgs, list) and msgs:
             body = t.rstrip()
