@@ -164,5 +164,21 @@ class RoleTracker:
                     cached = self._roles[key] = _normalise_role(self._decode(probe))
                 roles.append(cached)
             else:
-                roles.append(_normalise_role(self._decode(probe).split(term, 1)[0]))
+                roles.append(self._named_role(marker, probe, term))
         return MessageTable(np.asarray(starts, dtype=np.int64), roles)
+
+    def _named_role(self, marker: int, probe: list[int], term: str) -> str:
+        """The role a marker names before the text `term` (decoded from
+        `probe`, the ids after the marker), cached by the marker and the ids
+        up to the first one whose text holds `term`: the role name's few ids
+        repeat, the message text after them does not."""
+        for k in range(1, len(probe) + 1):
+            cached = self._roles.get((marker, *probe[:k]))
+            if cached is not None:
+                return cached
+        for k in range(1, len(probe) + 1):
+            text = self._decode(probe[:k])
+            if term in text:  # the text before it is the full decode's too (a prefix's bytes)
+                role = self._roles[(marker, *probe[:k])] = _normalise_role(text.split(term, 1)[0])
+                return role
+        return _normalise_role(self._decode(probe).split(term, 1)[0])
