@@ -54,6 +54,18 @@ def bench_common_prefix_len(benchmark: Any, full_size: bool, size: str, impl: st
     assert got == want
 
 
+@pytest.mark.parametrize("impl", ["tito_fast", "numpy"])
+def bench_common_prefix_len_int64(benchmark: Any, full_size: bool, impl: str) -> None:
+    """numpy's default integer type (what `np.array(list_of_ids)` gives): checked
+    and compared without a narrowing copy, against numpy's own comparison."""
+    a, b, want = _pair("1M", full_size)
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    benchmark.group = "lcp int64 1M"
+    benchmark.extra_info["n"] = len(a)
+    fn = (lambda: tito_fast.common_prefix_len(a, b)) if impl == "tito_fast" else (lambda: numpy_lcp(a, b))
+    assert _run(benchmark, fn, len(a)) == want
+
+
 @pytest.mark.parametrize("size", ["32k", "1M"])
 @pytest.mark.parametrize("impl", ["tito_fast", "tito_fast_list", "python"])
 def bench_check_prefix(benchmark: Any, full_size: bool, size: str, impl: str) -> None:

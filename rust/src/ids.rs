@@ -182,6 +182,22 @@ fn widen_signed<T: Copy + Into<i64>>(s: &[T]) -> Result<Vec<u32>, IdError> {
     Ok(out)
 }
 
+/// A 64-bit element as its bit pattern (negative values have bits above 31 set).
+#[derive(Debug, Clone, Copy)]
+pub struct Wide(pub u64);
+
+impl From<i64> for Wide {
+    fn from(x: i64) -> Self {
+        Wide(x as u64)
+    }
+}
+
+impl From<u64> for Wide {
+    fn from(x: u64) -> Self {
+        Wide(x)
+    }
+}
+
 fn narrow_u64(s: &[u64]) -> Result<Vec<u32>, IdError> {
     let mut out = Vec::with_capacity(s.len());
     for (b, block) in s.chunks(BLOCK).enumerate() {

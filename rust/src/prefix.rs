@@ -139,6 +139,33 @@ pub fn common_prefix_len(a: &[u32], b: &[u32]) -> usize {
     start + a[start..].iter().zip(&b[start..]).take_while(|(x, y)| x == y).count()
 }
 
+/// Longest common prefix of two 64-bit id slices, every element of both
+/// checked to be a token id in the same pass (each array read once, never
+/// narrowed into a copy). None when an element is not an id (the caller
+/// then finds and reports it).
+pub fn common_prefix_len_wide<T: Copy + PartialEq + Into<crate::ids::Wide>>(a: &[T], b: &[T]) -> Option<usize> {
+    const BLOCK: usize = 512;
+    let high = |s: &[T]| s.iter().fold(0u64, |acc, &x| acc | (x.into().0 >> 32));
+    let n = a.len().min(b.len());
+    let mut lcp = None;
+    let mut at = 0;
+    while at < n {
+        let end = (at + BLOCK).min(n);
+        let (x, y) = (&a[at..end], &b[at..end]);
+        if high(x) | high(y) != 0 {
+            return None;
+        }
+        if lcp.is_none() && x != y {
+            lcp = Some(at + x.iter().zip(y).take_while(|(p, q)| p == q).count());
+        }
+        at = end;
+    }
+    if high(&a[n..]) | high(&b[n..]) != 0 {
+        return None;
+    }
+    Some(lcp.unwrap_or(n))
+}
+
 fn bad_id(side: Side, pos: usize, raw: u32) -> (Side, IdError) {
     // Masked ids come from signed input: the value is the two's complement.
     (side, IdError { pos, kind: IdErrorKind::Negative(i64::from(raw as i32)) })
@@ -292,5 +319,27 @@ mod tests {
         // The trimmed tail is validated too.
         let r = check_prefix_checked(Checked { ids: &[1, SIGN], mask: SIGN }, Checked::valid(&[1]), 1);
         assert_eq!(r.unwrap_err().1.pos, 1);
+    }
+}
+
+#[cfg(test)]
+mod wide_tests {
+    use super::*;
+
+    #[test]
+    fn wide_prefix_checks_every_id_of_both() {
+        let a: Vec<i64> = (0..2000).collect();
+        let mut b = a.clone();
+        assert_eq!(common_prefix_len_wide(&a, &b), Some(2000));
+        b[1500] = 7;
+        assert_eq!(common_prefix_len_wide(&a, &b), Some(1500));
+        assert_eq!(common_prefix_len_wide(&a, &b[..10]), Some(10));
+        b[1999] = -1; // after the difference, still checked
+        assert_eq!(common_prefix_len_wide(&a, &b), None);
+        let mut c = a.clone();
+        c.push(1 << 32); // past the shorter one's end
+        assert_eq!(common_prefix_len_wide(&a[..5], &c), None);
+        let u: Vec<u64> = vec![1, 2, u64::from(u32::MAX)];
+        assert_eq!(common_prefix_len_wide(&u, &u), Some(3));
     }
 }

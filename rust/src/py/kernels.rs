@@ -47,6 +47,16 @@ pub(crate) fn common_prefix_len(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<
     let (ha, hb) = (extract(a, "a")?, extract(b, "b")?);
     let (ra, rb) = (ha.raw(), hb.raw());
     run(py, ra.len() + rb.len(), || {
+        // Two 64-bit arrays (numpy's default integers): checked in one
+        // read-only pass each and compared as they are, never narrowed into copies.
+        let wide = match (&ra, &rb) {
+            (Raw::I64(x), Raw::I64(y)) => prefix::common_prefix_len_wide(x, y),
+            (Raw::U64(x), Raw::U64(y)) => prefix::common_prefix_len_wide(x, y),
+            _ => None,
+        };
+        if let Some(n) = wide {
+            return Ok(n);
+        }
         let (pa, pb) = prepare_pair(&ra, &rb)?;
         prefix::common_prefix_len_checked(pa.checked(), pb.checked())
     })
