@@ -247,6 +247,37 @@ def test_reference_api_and_errors() -> None:
         get_tito_tokenizer(tok, "qwen3", allowed_append_roles=["developer"])
 
 
+def test_tokenizer_none_builds_a_stand_in_as_the_reference_does() -> None:
+    """The reference's base class takes tokenizer=None (its session tests subclass it
+    and mock every method); its factory and its family classes, which read token ids
+    when built, do not. What needs the tokenizer says so, by name."""
+    from tito_fast.chat.families import TitoTokenizer, family_config
+
+    stub = TitoTokenizer(None, family_config("default"), {"enable_thinking": True}, assistant_start_str="<|im_start|>assistant")
+    assert stub.tokenizer is None and stub.family == "default" and stub.chat_template_kwargs == {"enable_thinking": True}
+    assert stub.assistant_start_str == "<|im_start|>assistant" and stub.allowed_append_roles == {"tool", "user", "system", "assistant"}
+    assert stub.merge_ids([1, 2], [3]) == [1, 2, 3]  # the seam rule needs no tokenizer
+    old = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    with pytest.raises(ValueError, match="role='developer'"):  # the message check runs before anything renders
+        stub.tokenize_additional_messages(old, old + [{"role": "developer", "content": "c"}])
+    for call, what in [
+        (lambda: stub.tokenize_additional_messages(old, old + [{"role": "user", "content": "c"}]), "apply_chat_template"),
+        (lambda: stub.apply_chat_template(old, add_generation_prompt=True), "apply_chat_template"),
+        (lambda: stub.encode("x"), "encode"),
+        (stub.create_comparator, "create_comparator"),
+        (lambda: stub.clone_with_chat_template_kwargs({"x": 1}).encode("x"), "encode"),
+    ]:
+        with pytest.raises(FamilyError, match=rf"^{what}.* needs a tokenizer: .*built with tokenizer=None"):
+            call()
+    subclass = type("Mocked", (TitoTokenizer,), {"apply_chat_template": lambda self, m, **k: "rendered", "encode": lambda self, t: [len(t)]})
+    assert subclass(None, family_config("default")).tokenize_additional_messages(old, old + [{"role": "user", "content": "c"}]) == [0]
+    for family, needs in [("qwen3", "seam rule"), ("glm47", "seam rule"), ("kimi25", "boundary"), ("deepseekv32", "encoder"), ("llama3", "trailing-trim")]:
+        with pytest.raises(FamilyError, match=rf"family '{family}' needs a tokenizer to be built: .*{needs}"):
+            TitoTokenizer(None, family_config(family))
+    with pytest.raises(ValueError, match="tokenizer must not be None"):  # as the reference's factory (its tests assert it)
+        get_tito_tokenizer(None)
+
+
 # -- DeepSeek V3.2 / V4 encoders ---------------------------------------------
 
 
