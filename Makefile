@@ -33,13 +33,20 @@ test: $(BIN)/python
 	$(BIN)/python -m pytest
 
 ## verify-templates: `tito-fast verify-template` for every fixture tokenizer with its family (run by CI)
-VERIFY_PAIRS = qwen3:qwen3 qwen3:qwennext qwen35:qwen35 glm47:glm47 minimax_m27:minimax_m27 minimax_m27:minimax_m25 llama31:llama3 \
-	kimi_k2:kimi25 deepseek_v32:deepseekv32 deepseek_v4:deepseekv4 nemotron3:nemotron3
+# TOKENIZER:FAMILY verifies the tokenizer's own template (or the family's DeepSeek encoder);
+# TOKENIZER:FAMILY:FIXED verifies Miles' fixed template FIXED (what Miles' load_tokenizer installs
+# for the family), since verify-template verifies the template it is given, never a substitute:
+# the stock Qwen3, Qwen3.5 and MiniMax-M2 templates are not append-only and fail, as in Miles' verifier.
+VERIFY_PAIRS = qwen3:qwen3:qwen3_fixed.jinja qwen3:qwennext:qwen3_thinking_2507_and_next_fixed.jinja \
+	qwen35:qwen35:qwen3.5_fixed.jinja glm47:glm47 minimax_m27:minimax_m27:minimax_m27_fixed.jinja \
+	minimax_m27:minimax_m25:minimax_m25_fixed.jinja llama31:llama3 kimi_k2:kimi25 kimi_k2:kimi25:kimi_k25_fixed.jinja \
+	deepseek_v32:deepseekv32 deepseek_v4:deepseekv4 nemotron3:nemotron3
 verify-templates: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[test]'
-	@set -e; for pair in $(VERIFY_PAIRS); do \
-		echo "== verify-template $${pair%%:*} --family $${pair##*:}"; \
-		$(BIN)/tito-fast verify-template --tokenizer fixture:$${pair%%:*} --family $${pair##*:}; \
+	@set -e; for spec in $(VERIFY_PAIRS); do \
+		tok=$${spec%%:*}; rest=$${spec#*:}; family=$${rest%%:*}; fixed=$${rest#"$$family"}; fixed=$${fixed#:}; \
+		echo "== verify-template $$tok --family $$family$${fixed:+ --template $$fixed}"; \
+		$(BIN)/tito-fast verify-template --tokenizer fixture:$$tok --family $$family $${fixed:+--template $$fixed}; \
 	done
 
 ## docs: build the manual (docs/, mkdocs with the material theme) into site/; --strict fails on broken links

@@ -247,6 +247,37 @@ def test_reference_api_and_errors() -> None:
         get_tito_tokenizer(tok, "qwen3", allowed_append_roles=["developer"])
 
 
+def test_tokenizer_none_builds_a_stand_in_as_the_reference_does() -> None:
+    """The reference's base class takes tokenizer=None (its session tests subclass it
+    and mock every method); its factory and its family classes, which read token ids
+    when built, do not. What needs the tokenizer says so, by name."""
+    from tito_fast.chat.families import TitoTokenizer, family_config
+
+    stub = TitoTokenizer(None, family_config("default"), {"enable_thinking": True}, assistant_start_str="<|im_start|>assistant")
+    assert stub.tokenizer is None and stub.family == "default" and stub.chat_template_kwargs == {"enable_thinking": True}
+    assert stub.assistant_start_str == "<|im_start|>assistant" and stub.allowed_append_roles == {"tool", "user", "system", "assistant"}
+    assert stub.merge_ids([1, 2], [3]) == [1, 2, 3]  # the seam rule needs no tokenizer
+    old = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    with pytest.raises(ValueError, match="role='developer'"):  # the message check runs before anything renders
+        stub.tokenize_additional_messages(old, old + [{"role": "developer", "content": "c"}])
+    for call, what in [
+        (lambda: stub.tokenize_additional_messages(old, old + [{"role": "user", "content": "c"}]), "apply_chat_template"),
+        (lambda: stub.apply_chat_template(old, add_generation_prompt=True), "apply_chat_template"),
+        (lambda: stub.encode("x"), "encode"),
+        (stub.create_comparator, "create_comparator"),
+        (lambda: stub.clone_with_chat_template_kwargs({"x": 1}).encode("x"), "encode"),
+    ]:
+        with pytest.raises(FamilyError, match=rf"^{what}.* needs a tokenizer: .*built with tokenizer=None"):
+            call()
+    subclass = type("Mocked", (TitoTokenizer,), {"apply_chat_template": lambda self, m, **k: "rendered", "encode": lambda self, t: [len(t)]})
+    assert subclass(None, family_config("default")).tokenize_additional_messages(old, old + [{"role": "user", "content": "c"}]) == [0]
+    for family, needs in [("qwen3", "seam rule"), ("glm47", "seam rule"), ("kimi25", "boundary"), ("deepseekv32", "encoder"), ("llama3", "trailing-trim")]:
+        with pytest.raises(FamilyError, match=rf"family '{family}' needs a tokenizer to be built: .*{needs}"):
+            TitoTokenizer(None, family_config(family))
+    with pytest.raises(ValueError, match="tokenizer must not be None"):  # as the reference's factory (its tests assert it)
+        get_tito_tokenizer(None)
+
+
 # -- DeepSeek V3.2 / V4 encoders ---------------------------------------------
 
 
@@ -408,3 +439,38 @@ def test_deepseek_synthetic_base_equals_real_history_with_a_keep_all_encoder(tmp
     after = tito.apply_chat_template(new, add_generation_prompt=True)
     assert after.startswith(before)
     assert tito.tokenize_additional_messages(old, new) == tok.encode(after[len(before):])
+
+
+# -- verify-template verifies what it is given --------------------------------
+
+
+@pytest.mark.parametrize(("tok_name", "family"), FIXED)
+def test_the_verifier_binds_the_given_template_never_a_substitute(tok_name: str, family: str) -> None:
+    from tito_fast.chat.render import template_of
+    from tito_fast.session.verify import for_template
+
+    tok = _tok(tok_name)
+    stock = template_of(tok)
+    assert get_tito_tokenizer(tok, family).chat_template != stock or family == "kimi25"  # the family may substitute ...
+    subject = for_template(tok, family)  # ... the verifier must not
+    rendered = subject.tito.chat_template if subject.tito.chat_template is not None else template_of(subject.tito.tokenizer)
+    assert rendered == stock and subject.source == "the tokenizer's own template"
+    name = templates.FIXED_TEMPLATES[family]
+    assert subject.fixed_template == name and f"verify it with --template {name}" in subject.fixed_hint
+    fixed = templates.find_fixed_template(family)
+    assert fixed is not None
+    given = for_template(tok, family, template=fixed.text, template_label="the fixed one")
+    assert given.tito.chat_template == fixed.text and not given.refused and given.fixed_template is None and not given.fixed_hint
+
+
+def test_the_verifier_fails_the_stock_qwen3_template_as_the_reference_does() -> None:
+    # Miles' run_all_checks_via_tito on a Qwen3 tokenizer keeping its stock template reports
+    # failures (its test_via_tito_fail_on_original_qwen3_template); on the fixed one it passes.
+    from tito_fast.session.verify import for_template
+
+    stock = verify_family(for_template(_tok("qwen3"), "qwen3").tito, thinking="both")
+    assert any(not r.ok and not r.skipped for r in stock)
+    fixed = templates.find_fixed_template("qwen3")
+    assert fixed is not None
+    ok = verify_family(for_template(_tok("qwen3"), "qwen3", template=fixed.text).tito, thinking="both")
+    assert all(r.ok for r in ok if not r.skipped) and sum(r.ok for r in ok) == 32

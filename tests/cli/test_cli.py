@@ -48,11 +48,21 @@ def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: An
     from tito_fast.cli.main import cli
 
     out = tmp_path / "v.json"
-    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--json", str(out)) == 0
+    # Miles' fixed template, named: read from the installed package.
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--template", "qwen3_fixed.jinja", "--json", str(out)) == 0
     text = capsys.readouterr().out
     assert "qwen3: 32 passed, 0 failed, 0 skipped" in text  # 3 role sets x 2 call layouts x conversations x thinking on/off
+    assert "verified: --template qwen3_fixed.jinja (miles-tito-tokenizers" in text and "note:" not in text
     data = json.loads(out.read_text())
-    assert data["family"] == "qwen3" and all(r["ok"] for r in data["results"])
+    assert data["family"] == "qwen3" and all(r["ok"] for r in data["results"]) and data["fixed_template"] is None
+    # The tokenizer's stock template is what is verified without --template, never the fixed one in its
+    # place: it fails (as Miles' verifier fails it), and the summary names the fixed template.
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--json", str(out)) == 1
+    text = capsys.readouterr().out
+    assert "qwen3: 6 passed, 26 failed, 0 skipped" in text and "verified: the tokenizer's own template" in text
+    assert "qwen3_fixed.jinja" in text and "verify it with --template qwen3_fixed.jinja" in text
+    data = json.loads(out.read_text())
+    assert data["template"] == "the tokenizer's own template" and data["fixed_template"] == "qwen3_fixed.jinja" and not data["refused"]
     # Qwen3's own template cuts earlier reasoning: the default family fails, with the divergence decoded.
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "default") == 1
     text = capsys.readouterr().out
@@ -94,7 +104,8 @@ def test_verify_template_shows_what_the_family_would_refuse(tmp_path: Any, capsy
     captured = capsys.readouterr()
     assert "refused when the family is built" in captured.err and "pip install 'tito_fast[miles]'" in captured.err
     data = json.loads(out.read_text())
-    assert data["refused"] and data["template"] == "the chat_template argument"
+    assert data["refused"] and data["template"] == f"--template {path}" and f"--template {path} does not render" in data["refused"]
+    assert data["fixed_template"] == "qwen3_fixed.jinja"
     # Turns without reasoning break even tool-only appends with the stock template (a non-last turn loses its empty block).
     shapes = [r for r in data["results"] if r["conversation"].startswith("assistant shapes") and r["roles"] == ["tool"]]
     assert shapes and not any(r["ok"] for r in shapes if r["thinking"])
@@ -103,11 +114,12 @@ def test_verify_template_shows_what_the_family_would_refuse(tmp_path: Any, capsy
 def test_verify_template_thinking_and_kwargs(capsys: Any) -> None:
     from tito_fast.cli.main import cli
 
-    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--thinking", "off") == 0
+    fixed = ("--template", "qwen3_fixed.jinja")
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", *fixed, "--thinking", "off") == 0
     text = capsys.readouterr().out
     assert "qwen3: 16 passed, 0 failed, 0 skipped" in text and " on " not in text
     kwargs = '{"enable_thinking": false}'
-    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--thinking", "as-given",
+    assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", "qwen3", *fixed, "--thinking", "as-given",
                "--chat-template-kwargs", kwargs, "--quiet") == 0
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--chat-template-kwargs", "[1]") == 2
     assert "must be a JSON object" in capsys.readouterr().err

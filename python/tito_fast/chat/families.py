@@ -123,6 +123,13 @@ class TitoTokenizer:
     Made by `get_tito_tokenizer`. Thread-safe: the base-render cache is
     guarded by a lock, rendering and encoding hold no shared state.
 
+    `tokenizer=None` builds a stand-in, as the reference's base class allows
+    (its tests subclass it and mock the methods): the family must need no
+    token ids to be built (`default` does; a family whose seam rule, trims
+    or boundary set name tokens raises `FamilyError` saying what needs the
+    tokenizer), and whatever renders, encodes or compares raises `FamilyError`
+    naming itself. The append-only message check and `merge_ids` work.
+
     Example:
         >>> tito = get_tito_tokenizer(tok, "qwen3")  # doctest: +SKIP
         >>> tito.merge_ids([7, 151645], [151644])  # the seam rule alone: a newline after <|im_end|>  # doctest: +SKIP
@@ -148,7 +155,7 @@ class TitoTokenizer:
         check_template: bool = True,
     ) -> None:
         if tokenizer is None:
-            raise FamilyError("tokenizer must not be None")
+            _check_buildable_without_tokenizer(config)
         self.tokenizer = tokenizer
         self.config = config
         self.family = config.name
@@ -256,7 +263,7 @@ class TitoTokenizer:
             )
             return None, f"DeepSeek's encoder ({self.deepseek.origin}{drops})"
         fixed_name = FIXED_TEMPLATES.get(c.name)
-        checks = check and c.name != "default"
+        checks = check and c.name != "default" and self.tokenizer is not None  # a check renders and encodes
         if explicit is not None:
             known = identify(explicit)
             if known is not None:
@@ -265,6 +272,8 @@ class TitoTokenizer:
                 self._require_append_only(explicit, "the chat_template argument", fixed_name)
                 return explicit, "the chat_template argument (append-only: checked)"
             return explicit, "the chat_template argument"
+        if self.tokenizer is None:
+            return explicit, ("the chat_template argument (not checked: no tokenizer)" if explicit is not None else "none yet (no tokenizer)")
         if fixed_name is None:
             if c.template_patches:
                 return patch_template(_own_template(self.tokenizer, c.name), c.template_patches, c.name), (
@@ -376,6 +385,7 @@ class TitoTokenizer:
         self, messages: list[dict[str, Any]], *, add_generation_prompt: bool, tools: list[dict[str, Any]] | None = None
     ) -> str:
         """The family's render of `messages` (text)."""
+        self._need_tokenizer("apply_chat_template (rendering the chat template)")
         self.renders += 1
         return render(
             self.tokenizer,
@@ -417,6 +427,7 @@ class TitoTokenizer:
         (DeepSeek's encoder module, the "hf" or "jinja" backend)."""
         if self.deepseek is not None or self.backend != "native":
             return None
+        self._need_tokenizer("native_renderer (the template's special-token variables)")
         template = self.chat_template if self.chat_template is not None else template_of(self.tokenizer)
         return native_renderer(template, self.template_variables, "drop")
 
@@ -433,6 +444,7 @@ class TitoTokenizer:
         when it covers the tokenizer (same ids, several times faster), else by
         the Rust tokenizer directly when the tokenizer is a fast one (same ids,
         without the batch machinery)."""
+        self._need_tokenizer("encode")
         if self._fast_encode:
             return self.fast_encoder.encode(text)  # type: ignore[union-attr]
         if self._rust_tokenizer is not None:
@@ -620,6 +632,7 @@ class TitoTokenizer:
 
     def create_comparator(self) -> Any:
         """A `TokenSeqComparator` with this family's assistant start, boundary ids and trims."""
+        self._need_tokenizer("create_comparator (the comparator decodes segments and finds special ids)")
         return TokenSeqComparator(
             self.tokenizer,
             self.assistant_start_str,
@@ -627,8 +640,37 @@ class TitoTokenizer:
             trim_trailing_ids=self.trailing_token_ids or None,
         )
 
+    def _need_tokenizer(self, what: str) -> None:
+        if self.tokenizer is None:
+            raise FamilyError(
+                f"{what} needs a tokenizer: this TitoTokenizer (family {self.family!r}) was built with tokenizer=None, "
+                "a stand-in as Miles' TITOTokenizer allows; build it with the model's tokenizer"
+            )
+
     def __repr__(self) -> str:
         return f"TitoTokenizer(family={self.family!r}, kwargs={self.chat_template_kwargs!r})"
+
+
+def _check_buildable_without_tokenizer(config: FamilyConfig) -> None:
+    """`TitoTokenizer(None, config)` builds a stand-in (Miles' base `TITOTokenizer(tokenizer=None)`
+    does: tests mock its methods) unless the family needs the tokenizer to be built: token ids
+    its seam rule, trims or boundary set name, or DeepSeek's encoder found next to it."""
+    needs = []
+    if config.deepseek:
+        needs.append(f"DeepSeek's encoder module ({config.deepseek}), looked up with the tokenizer")
+    if config.append_after:
+        needs.append(f"the seam rule's ids (append {config.append_after[1]!r} after {config.append_after[0]!r})")
+    if config.drop_last_if_in:
+        needs.append(f"the seam rule's ids (drop a last {' or '.join(map(repr, config.drop_last_if_in))})")
+    if config.trailing:
+        needs.append(f"the trailing-trim ids ({', '.join(map(repr, config.trailing))})")
+    if config.boundary != "auto" or config.boundary_exclude:
+        needs.append("the comparator's boundary ids")
+    if needs:
+        raise FamilyError(
+            f"tokenizer is None, but family {config.name!r} needs a tokenizer to be built: {'; '.join(needs)} "
+            "(Miles' family classes fail the same way; only the base family builds a tokenizer-less stand-in)"
+        )
 
 
 def get_tito_tokenizer(
@@ -651,7 +693,8 @@ def get_tito_tokenizer(
     edit of the stock template; `tito.template_source` says which.
 
     Args:
-        tokenizer: a transformers tokenizer (template included); None raises.
+        tokenizer: a transformers tokenizer (template included); None raises `FamilyError`
+            (a `ValueError`), as the reference's does.
         family: a name in `FAMILIES` (`tokenizer_type=` is the reference's
             name for it), a `FamilyConfig`, or a dict for
             `FamilyConfig.from_dict` (a format nobody ships). Default "default".
@@ -676,8 +719,11 @@ def get_tito_tokenizer(
         >>> tito.max_trim_tokens  # doctest: +SKIP
         1
     """
-    if tokenizer is None:
-        raise FamilyError("tokenizer must not be None")
+    if tokenizer is None:  # Miles' get_tito_tokenizer raises the same (its tests assert "must not be None")
+        raise FamilyError(
+            "tokenizer must not be None: get_tito_tokenizer binds a family to a tokenizer, as Miles' does; "
+            "TitoTokenizer(None, family_config('default')) builds a tokenizer-less stand-in"
+        )
     if tokenizer_type is not None:
         if family is not None and _family_name(family) != _family_name(tokenizer_type):
             raise FamilyError(f"family {_family_name(family)!r} and tokenizer_type {_family_name(tokenizer_type)!r} disagree; pass one")

@@ -105,6 +105,13 @@ def find_fixed_template(family: str) -> FixedTemplate | None:
     return None
 
 
+def find_by_name(name: str) -> FixedTemplate | None:
+    """The fixed template with file name `name` (e.g. "qwen3_fixed.jinja") from the first
+    installed package that has it, or None (not a fixed template's name, or not installed)."""
+    family = next((f for f, n in FIXED_TEMPLATES.items() if n == name), None)
+    return None if family is None else find_fixed_template(family)
+
+
 def identify(template: str) -> str | None:
     """The file name of a fixed template equal to `template`, or None."""
     digest = hashlib.sha256(template.encode("utf-8")).hexdigest()

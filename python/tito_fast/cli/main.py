@@ -47,15 +47,14 @@ from typing import IO, Any, NoReturn
 import numpy as np
 
 from tito_fast._core import __version__
-from tito_fast.chat.families import get_tito_tokenizer
 from tito_fast.chat.presets import FAMILIES
+from tito_fast.chat.templates import FIXED_TEMPLATES, find_by_name
 from tito_fast.cli.demo import print_summary, run_demo
 from tito_fast.cli.progress import Progress
 from tito_fast.errors import (
     MissingDependency,
     OutputPathError,
     ScoreError,
-    TemplateNotAppendOnlyError,
     UsageError,
     exit_code_of,
     WorkerDiedError,
@@ -67,7 +66,7 @@ from tito_fast.score.results import SUFFIXES, ResultWriter
 from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
 from tito_fast.score.scorer import Scorer, SessionResult
 from tito_fast.score.summary import Summary
-from tito_fast.session.verify import verify_family
+from tito_fast.session.verify import for_template, verify_family
 
 #: The exit codes of `tito-fast` (see the module doc).
 EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130, "terminated": 143}
@@ -615,18 +614,16 @@ def _verify_template(ns: argparse.Namespace) -> int:
     if family is None:
         family, note = resolve_family(None, tok)
         _say(ns, note)
-    options = dict(
-        chat_template=_template_arg(ns.template), encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder,
-        backend=ns.backend,
+    # What is verified is the given template, or the tokenizer's own: never Miles' fixed
+    # template in its place (the summary names that one when it exists).
+    template, label = _verify_template_file(ns.template)
+    subject = for_template(
+        tok, family, ns.chat_template_kwargs, template=template, template_label=label,
+        encoder_path=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder, backend=ns.backend,
     )  # fmt: skip
-    refused = ""
-    try:
-        tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, **options)
-    except TemplateNotAppendOnlyError as e:
-        refused = str(e)  # the family would refuse this template: replay it anyway to show where it breaks
-        tito = get_tito_tokenizer(tok, family, ns.chat_template_kwargs, check_template=False, **options)
+    tito, refused = subject.tito, subject.refused  # a refused template is replayed anyway to show where it breaks
     if not ns.quiet:
-        sys.stderr.write(f"verify-template: family {tito.family}, template: {tito.template_source}\n")
+        sys.stderr.write(f"verify-template: family {tito.family}, template: {subject.source}\n")
         sys.stderr.write(f"  renderer: {tito.renderer_note}\n")
         for note in tito.notes:
             sys.stderr.write(f"  note: {note}\n")
@@ -649,10 +646,30 @@ def _verify_template(ns: argparse.Namespace) -> int:
         passed = sum(r.ok for r in results)
         skipped = sum(bool(r.skipped) for r in results)
         sys.stdout.write(f"\n{tito.family}: {passed} passed, {len(failed)} failed, {skipped} skipped\n")
+        sys.stdout.write(f"verified: {subject.source}\n")
+        if subject.fixed_hint:
+            sys.stdout.write(f"note: {subject.fixed_hint}\n")
     if ns.json:
-        payload = {"family": tito.family, "template": tito.template_source, "refused": refused, "results": [r.to_dict() for r in results]}
+        payload = {
+            "family": tito.family, "template": subject.source, "refused": refused,
+            "fixed_template": subject.fixed_template, "fixed_template_note": subject.fixed_hint,
+            "results": [r.to_dict() for r in results],
+        }  # fmt: skip
         _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False), "--json")
     return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
+
+
+def _verify_template_file(value: str | None) -> tuple[str | None, str]:
+    """verify-template's --template: a file, or the name of a Miles fixed template
+    (e.g. qwen3_fixed.jinja) read from the installed package when no such file exists."""
+    if value is None:
+        return None, ""
+    if not Path(value).exists() and value in FIXED_TEMPLATES.values():
+        fixed = find_by_name(value)
+        if fixed is None:
+            raise UsageError(f"--template {value}: Miles' fixed template, not installed; pip install 'tito_fast[miles]'")
+        return fixed.text, f"--template {value} ({fixed.origin})"
+    return _template_arg(value), f"--template {value}"
 
 
 def _policy_arg(values: list[str] | None) -> str | dict[str, str] | None:

@@ -9,20 +9,33 @@ less the trailing ids a model does not generate, each later prompt from
 `merge_tokens`), and checks the accumulated ids equal the full render of
 the conversation token for token (after the family's trailing trims).
 
+What is verified is what the caller gives: `verify_family` replays with
+the `TitoTokenizer` it is handed (whose template `get_tito_tokenizer` chose,
+Miles' fixed template included), and `for_template` (what
+`tito-fast verify-template` uses) builds one that renders exactly the given
+template or the tokenizer's own, never a substitute, and says when Miles
+registers a fixed template for the family and how to verify that one.
+
 Example:
-    >>> from tito_fast.session.verify import verify_family
-    >>> report = verify_family(tok, "qwen3")  # doctest: +SKIP
-    >>> all(r.ok for r in report)  # doctest: +SKIP
-    True
+    >>> from tito_fast.session.verify import for_template, verify_family
+    >>> v = for_template(tok, "qwen3")  # the tokenizer's own (stock) template  # doctest: +SKIP
+    >>> all(r.ok for r in verify_family(v.tito))  # Qwen3's stock template cuts earlier reasoning  # doctest: +SKIP
+    False
+    >>> v.fixed_hint  # doctest: +SKIP
+    "Miles registers a fixed template for family 'qwen3', qwen3_fixed.jinja, ..."
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tito_fast.chat.families import TitoTokenizer, thinking_on
+from tito_fast.chat.families import FamilyConfig, TitoTokenizer, family_config, get_tito_tokenizer, thinking_on
+from tito_fast.chat.render import template_of
+from tito_fast.chat.templates import FIXED_TEMPLATES, find_fixed_template, identify
+from tito_fast.errors import FamilyError, RenderError, TemplateNotAppendOnlyError
 
 ROLE_SETS: tuple[frozenset[str], ...] = (
     frozenset({"tool"}),
@@ -241,3 +254,88 @@ def _check(tito: TitoTokenizer, comparator: Any, messages: list[dict[str, Any]],
         r.error = outcome.detail
         if outcome.expected_ids:
             r.mismatches = [m.to_dict() for m in comparator.compare_sequences(outcome.expected_ids, outcome.actual_ids)]
+
+
+@dataclass
+class Subject:
+    """What `for_template` verifies: the family bound to exactly that template (`tito`),
+    the template in words (`source`), why the family would refuse it when built
+    (`refused`, "" when it would not), and the fixed template Miles registers for
+    the family when the verified one is not it (`fixed_template`, its file name;
+    `fixed_hint`, in words: where it is and how to verify it)."""
+
+    tito: TitoTokenizer
+    source: str
+    refused: str = ""
+    fixed_template: str | None = None
+    fixed_hint: str = ""
+
+
+def for_template(
+    tokenizer: Any,
+    family: str | FamilyConfig | Mapping[str, Any] | None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    *,
+    template: str | None = None,
+    template_label: str = "the chat_template argument",
+    **options: Any,
+) -> Subject:
+    """The family bound to the template to verify, never a substitute for it.
+
+    The template is `template` when given (`template_label` names it), else the
+    one a family file declares, else the tokenizer's own. `get_tito_tokenizer`
+    would render a family that Miles registers a fixed template for (qwen3,
+    qwen35, qwennext, kimi25, minimax_m25/m27, inkling) with that template
+    instead of a stock one that is not append-only, as Miles' `load_tokenizer`
+    does; a verifier must not, or it reports PASS for a template nobody gave it
+    (Miles' own verifier fails the stock Qwen3 template). DeepSeek families
+    render with their encoder module, which is what is verified for them.
+    A template the family would refuse is still bound (`refused` says why), so
+    the replay shows where it breaks. `options` go to `get_tito_tokenizer`.
+    """
+    config = family_config(family)
+    text: str | None = None
+    source = ""
+    if not config.deepseek:
+        if template is not None:
+            text, source = template, template_label
+        elif config.chat_template is not None:
+            text, source = config.chat_template, f"the template family {config.name!r} declares"
+        else:
+            try:
+                text = template_of(tokenizer)
+            except RenderError as e:
+                raise FamilyError(f"nothing to verify: {e}; give a template (--template FILE)") from None
+            source = "the tokenizer's own template"
+        known = identify(text)
+        if known is not None and known not in source:
+            source += f" (Miles' {known})"
+    refused = ""
+    own = template is None and config.chat_template is None
+    tito: TitoTokenizer | None = None
+    if own or text is None:  # as the family builds itself; kept when it renders the tokenizer's own template
+        try:
+            tito = get_tito_tokenizer(tokenizer, config, chat_template_kwargs, **options)
+        except TemplateNotAppendOnlyError:
+            tito = None
+        if tito is not None and tito.chat_template is not None and text is not None:
+            tito = None  # a substitute (the fixed template, an edit): bind the tokenizer's own instead
+    if tito is None:
+        try:
+            tito = get_tito_tokenizer(tokenizer, config, chat_template_kwargs, chat_template=text, check_template=not own, **options)
+        except TemplateNotAppendOnlyError as e:  # only a given template: the family would refuse it
+            refused = str(e).replace("the chat_template argument", source, 1)
+            tito = get_tito_tokenizer(tokenizer, config, chat_template_kwargs, chat_template=text, check_template=False, **options)
+    if text is None:
+        source = tito.template_source
+    fixed_name = FIXED_TEMPLATES.get(config.name)
+    hint = ""
+    if fixed_name is not None and (text is None or identify(text) != fixed_name):
+        fixed = find_fixed_template(config.name)
+        where = f"installed: {fixed.origin}" if fixed is not None else "not installed: pip install 'tito_fast[miles]'"
+        hint = (
+            f"Miles registers a fixed template for family {config.name!r}, {fixed_name} ({where}); Miles' load_tokenizer "
+            f"installs it and get_tito_tokenizer renders with it in place of a stock template that is not append-only. "
+            f"This run verified {source}, not it; verify it with --template {fixed_name}"
+        )
+    return Subject(tito, source, refused, fixed_name if hint else None, hint)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tito_fast.chat import families as _f
+from tito_fast.chat.render import template_of
+from tito_fast.errors import RenderError
 from tito_fast.chat import templates as _t
 
 _folders = _t._folders()
@@ -40,6 +42,15 @@ def _fixed(family: str) -> FixedTemplate:
     return FixedTemplate(_t.FIXED_TEMPLATES.get(family), dict(config.template_kwargs), config.allowed_roles)
 
 
+def _own_template(tokenizer: Any) -> str | None:
+    if tokenizer is None:
+        return None
+    try:
+        return template_of(tokenizer)
+    except RenderError:  # no template: the family decides (DeepSeek's encoders)
+        return None
+
+
 def _build_dummy_assistant(stored_assistant: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "", "reasoning_content": " ", "tool_calls": stored_assistant.get("tool_calls") or []}
 
@@ -59,16 +70,14 @@ class TITOTokenizer(_f.TitoTokenizer):
         special_token_ids: set[int] | None = None,
     ) -> None:
         fixed = type(self).FIXED_TEMPLATE
-        if tokenizer is None:  # a stand-in instance for tests that mock every method (Miles' base allows it)
-            self.tokenizer, self.chat_template_kwargs = None, dict(chat_template_kwargs or {})
-            self._assistant_start_str = self.assistant_start_str = assistant_start_str
-            self.allowed_append_roles = fixed.allowed_append_roles
-            self.special_token_ids = special_token_ids  # type: ignore[assignment]
-            return
         config = _f.FAMILIES[self._FAMILY]
         if fixed != _fixed(self._FAMILY):  # a test registering its own record
             config = replace(config, allowed_roles=fixed.allowed_append_roles, template_kwargs=dict(fixed.extra_kwargs))
-        super().__init__(tokenizer, config, chat_template_kwargs, assistant_start_str=assistant_start_str)
+        # Miles' classes render the tokenizer's template as it is (its load_tokenizer installs the
+        # fixed one beforehand); tito_fast's family would put the fixed one in place of a stock one.
+        own = _own_template(tokenizer)
+        super().__init__(tokenizer, config, chat_template_kwargs, assistant_start_str=assistant_start_str,
+                         chat_template=own, check_template=own is None)  # tokenizer=None: tito_fast's stand-in
         if special_token_ids is not None:
             self.special_token_ids = set(special_token_ids)
         self._assistant_start_str = self.assistant_start_str
