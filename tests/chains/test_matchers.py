@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tito_fast import assemble
 from tito_fast.chains import Call
@@ -19,15 +21,16 @@ from tito_fast.chains.matchers import (
     MATCHERS,
     extends,
     loose_tool_call,
-    loose_tool_call_message,
     message_hints,
     parse_message_texts,
     response_message,
     role_content_only,
-    role_content_only_message,
     strict,
-    strict_message,
 )
+from tito_fast.chat.messages import MESSAGE_KEYS
+from tito_fast.chat.messages import loose_tool_call as loose_tool_call_message
+from tito_fast.chat.messages import role_content_only as role_content_only_message
+from tito_fast.chat.messages import strict as strict_message
 from tito_fast.testing import assemble_reference as ref
 
 USER = {"role": "user", "content": "q"}
@@ -349,3 +352,37 @@ def test_parse_message_texts_reads_appended_history_once() -> None:
     assert got == [h1, h2, h2, None, h2, [], h1]
     assert got[1][0] is got[0][0] and got[2] is got[1]  # appended: the earlier messages are the same objects
     assert parse_message_texts(['[{"a": 1}]', '[{"a": 12}]', '[{"a": 1}, 2]']) == [[{"a": 1}], [{"a": 12}], [{"a": 1}, 2]]
+
+
+_PREDICATES = {"strict": strict_message, "loose_tool_call": loose_tool_call_message, "role_content_only": role_content_only_message}
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 2.5]) | st.sampled_from(["", "a", "1", '{"x": 1}', '{ "x":1 }']),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["x", "y"]), inner, max_size=2),
+    max_leaves=6,
+)
+_MESSAGES = st.fixed_dictionaries(
+    {"role": st.sampled_from(["assistant", "user", ""])},
+    optional={
+        "content": _VALUES,
+        "reasoning_content": _VALUES,
+        "tool_calls": st.none() | st.lists(
+            st.fixed_dictionaries({"id": st.sampled_from(["a", "b"]), "function": st.fixed_dictionaries(
+                {"name": st.sampled_from(["f", "g"])}, optional={"arguments": _VALUES})}, optional={"index": st.integers(0, 2)}),
+            max_size=2,
+        ),
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=_MESSAGES, b=_MESSAGES, matcher=st.sampled_from(sorted(MESSAGE_KEYS)))
+def test_equal_keys_are_a_match_of_the_one_matcher(a: dict[str, Any], b: dict[str, Any], matcher: str) -> None:
+    """The keys the hints index by are `chat.messages`' and agree with its
+    matchers: equal keys always match; for strict and role_content_only a
+    match always has equal keys."""
+    key = MESSAGE_KEYS[matcher]
+    same = _PREDICATES[matcher](a, b)
+    if key(a) == key(b):
+        assert same
+    elif matcher != "loose_tool_call":
+        assert not same

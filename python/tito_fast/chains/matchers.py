@@ -9,22 +9,10 @@ conversation is the same one. Miles' session server attaches such a
 request by comparing messages under a *matcher*; these are the same three
 policies, written for captured calls:
 
-- `strict`: two messages match when the fields a chat template reads are
-  equal: `role`, `content`, `reasoning_content` and `tool_calls` (each tool
-  call without its wire-only `index`); None, "" and [] count as the same
-  empty value; any other field (`name`, `tool_call_id`, a client's extra
-  keys) is not compared.
-- `loose_tool_call`: `strict`, or: `role`, `content` and
-  `reasoning_content` equal as above and the tool calls equal one by one
-  (same count and order, same `id`, `type`, `function.name` and any other
-  key) with `function.arguments` compared as JSON objects: a JSON text and
-  a dict, or two texts with other spacing or key order, match when they
-  hold the same object (keys unordered, arrays ordered, numbers by exact
-  value, true never equal to 1; None or "" is the empty object). Arguments
-  that are not a JSON object (invalid text, a duplicate key, NaN) are
-  compared as they are, type for type.
-- `role_content_only`: only `role` and `content` (empty values as in
-  `strict`); tool calls, reasoning and everything else are ignored.
+`strict`, `loose_tool_call` and `role_content_only`: the matchers and
+their keys are `tito_fast.chat.messages`' (the one owner of what makes two
+messages the same: `MATCHERS`, `MESSAGE_KEYS`); this module indexes
+captured conversations with them.
 
 A conversation (a list of messages) `new` extends a `stored` one when it is
 at least as long and each stored message matches the message at its place
@@ -36,9 +24,8 @@ messages extend, longest first, ties to the latest: the *hint* that
 `assemble(..., matcher=...)` hands to the matching, where a call whose ids
 extend no chain is classified against its hinted call's chain.
 
-The hints are computed in one pass: each message is reduced to a key under
-the matcher's normalisation, so two messages match exactly when their keys
-are equal, and the session's conversations are a trie of keys (the
+The hints are computed in one pass: each message is reduced to its key
+under the matcher (`chat.messages.MESSAGE_KEYS`: equal keys match), and the session's conversations are a trie of keys (the
 messages a call shares with the previous call, at their places, and the
 previous reply replayed as it was, take the previous call's trie nodes
 without being keyed again; `parse_message_texts` reads a JSON text that
@@ -59,234 +46,19 @@ Example:
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from tito_fast._core import json_loads
+from tito_fast.chat.messages import MATCHERS as BUILTIN_MATCHERS
+from tito_fast.chat.messages import message_key
 
 #: The matchers `assemble(matcher=...)` and `tito-fast assemble --matcher` take.
 MATCHERS = ("strict", "loose_tool_call", "role_content_only")
 
-_TEMPLATE_KEYS = ("role", "content", "reasoning_content", "tool_calls")
-_WIRE_ONLY = frozenset({"index"})  # a tool call's position on the wire: no template reads it
-
 Message = dict[str, Any]
 
-
-# ---------------------------------------------------------------- values
-
-
-def _empty_as_none(value: Any) -> Any:
-    """None, "" and [] render alike (all falsy in a template): one value."""
-    if value is None or (type(value) is str and not value) or (type(value) is list and not value):
-        return None
-    return value
-
-
-class _Tag:
-    """A marker that no decoded JSON value equals (it keeps a dict's key apart from a list)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-_DICT, _RAW, _OBJECT = _Tag("dict"), _Tag("raw"), _Tag("json-object")
-
-
-def _sorted_items(items: Iterable[tuple[Any, Any]]) -> tuple[tuple[Any, Any], ...]:
-    pairs = list(items)
-    try:
-        pairs.sort(key=lambda kv: kv[0])
-    except TypeError:  # keys of mixed types (not from JSON)
-        pairs.sort(key=lambda kv: (type(kv[0]).__name__, repr(kv[0])))
-    return tuple(pairs)
-
-
-def _frozen(value: Any) -> Any:
-    """A hashable value equal to another's exactly when the two are `==`
-    (JSON-like data: dicts, lists, strings, numbers, bools, None)."""
-    t = type(value)
-    if t is str or value is None or t is int or t is float or t is bool:
-        return value
-    if t is list or t is tuple:
-        return tuple(_frozen(v) for v in value)
-    if t is dict:
-        return (_DICT, _sorted_items((k, _frozen(v)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        return (_RAW, repr(value))
-    return value
-
-
-def _typed(value: Any) -> Any:
-    """A hashable value equal to another's exactly when the two are equal
-    type for type (1, 1.0 and True all differ)."""
-    t = type(value)
-    if t is list or t is tuple:
-        return (t.__name__, tuple(_typed(v) for v in value))
-    if t is dict:
-        return ("dict", _sorted_items((k, _typed(v)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        return (t.__name__, repr(value))
-    return (t.__name__, value)
-
-
-class _NotJsonObject(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _NotJsonObject(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _finite_number(text: str) -> Decimal:
-    try:
-        d = Decimal(text)
-    except InvalidOperation as e:
-        raise _NotJsonObject(text) from e
-    if not d.is_finite():
-        raise _NotJsonObject(text)
-    return d
-
-
-def _no_constant(text: str) -> Any:
-    raise _NotJsonObject(text)  # NaN, Infinity: not JSON
-
-
-def _json_value(value: Any, from_text: bool) -> Any:
-    """A JSON value in a comparable form: its type named, numbers as exact
-    decimals, object keys sorted, arrays in order. Raises `_NotJsonObject`
-    for what JSON cannot hold."""
-    t = type(value)
-    if value is None:
-        return ("null",)
-    if t is bool:
-        return ("bool", value)
-    if t is str:
-        return ("str", value)
-    if t is int:
-        return ("num", Decimal(value))
-    if t is float:
-        if not math.isfinite(value):
-            raise _NotJsonObject("not finite")
-        return ("num", Decimal(repr(value)))
-    if t is Decimal and from_text:  # parsed from JSON text: always finite
-        return ("num", value)
-    if t is list:
-        return ("arr", tuple(_json_value(v, from_text) for v in value))
-    if t is dict:
-        if not all(type(k) is str for k in value):
-            raise _NotJsonObject("a key that is not a string")
-        return ("obj", tuple(sorted((k, _json_value(v, from_text)) for k, v in value.items())))
-    raise _NotJsonObject(f"a {t.__name__}")
-
-
-def _arguments_key(value: Any) -> Any:
-    """Tool-call arguments as a JSON object (text or dict; None and "" are
-    the empty object), or as they are, typed, when they are not one."""
-    if value is None or value == "":
-        return (_OBJECT, ())
-    parsed, from_text = value, False
-    if type(value) is str:
-        try:
-            parsed = json.loads(value, object_pairs_hook=_no_duplicate_keys, parse_int=Decimal,
-                                parse_float=_finite_number, parse_constant=_no_constant)  # fmt: skip
-            from_text = True
-        except (ValueError, RecursionError, OverflowError):
-            return (_RAW, _typed(value))
-    if type(parsed) is not dict:
-        return (_RAW, _typed(value))
-    try:
-        return (_OBJECT, _json_value(parsed, from_text)[1])
-    except (_NotJsonObject, RecursionError, TypeError):
-        return (_RAW, _typed(value))
-
-
-# ---------------------------------------------------------------- message keys
-
-
-def _strict_key(m: Message) -> Any:
-    calls = _empty_as_none(m.get("tool_calls"))
-    if type(calls) is list:
-        calls = [({k: v for k, v in c.items() if k not in _WIRE_ONLY} if type(c) is dict else c) for c in calls]
-    return (
-        _frozen(_empty_as_none(m.get("role"))), _frozen(_empty_as_none(m.get("content"))),
-        _frozen(_empty_as_none(m.get("reasoning_content"))), _frozen(calls),
-    )  # fmt: skip
-
-
-def _function_key(f: Any) -> Any:
-    if type(f) is not dict:
-        return (_RAW, _typed(f))
-    return (_DICT, _sorted_items((k, _arguments_key(v) if k == "arguments" else _frozen(v)) for k, v in f.items()))
-
-
-def _tool_call_key(c: Any) -> Any:
-    if type(c) is not dict:
-        return (_RAW, _typed(c))
-    return (_DICT, _sorted_items((k, _function_key(v) if k == "function" else _frozen(v)) for k, v in c.items() if k not in _WIRE_ONLY))
-
-
-def _loose_key(m: Message) -> Any:
-    calls = _empty_as_none(m.get("tool_calls"))
-    calls_key = tuple(map(_tool_call_key, calls)) if type(calls) is list else (_RAW, _typed(calls))
-    return (
-        _frozen(_empty_as_none(m.get("role"))), _frozen(_empty_as_none(m.get("content"))),
-        _frozen(_empty_as_none(m.get("reasoning_content"))), calls_key,
-    )  # fmt: skip
-
-
-def _role_content_key(m: Message) -> Any:
-    return (_frozen(_empty_as_none(m.get("role"))), _frozen(_empty_as_none(m.get("content"))))
-
-
-_KEYS: dict[str, Callable[[Message], Any]] = {
-    "strict": _strict_key,
-    "loose_tool_call": _loose_key,
-    "role_content_only": _role_content_key,
-}
-
-
-# ---------------------------------------------------------------- pairwise matchers
-
-
-def strict_message(stored: Message, new: Message) -> bool:
-    """`stored` and `new` are the same message to a chat template: role,
-    content, reasoning_content and tool_calls (less `index`) equal, empty values alike."""
-    return _strict_key(stored) == _strict_key(new)
-
-
-def loose_tool_call_message(stored: Message, new: Message) -> bool:
-    """`strict_message`, or the same with tool-call arguments compared as JSON objects."""
-    return _strict_key(stored) == _strict_key(new) or _loose_key(stored) == _loose_key(new)
-
-
-def role_content_only_message(stored: Message, new: Message) -> bool:
-    """Only role and content equal (empty values alike)."""
-    return _role_content_key(stored) == _role_content_key(new)
-
-
-_PAIRWISE: dict[str, Callable[[Message, Message], bool]] = {
-    "strict": strict_message,
-    "loose_tool_call": loose_tool_call_message,
-    "role_content_only": role_content_only_message,
-}
+_PAIRWISE: dict[str, Callable[[Message, Message], bool]] = {name: BUILTIN_MATCHERS[name] for name in MATCHERS}
 
 
 def extends(stored_messages: Sequence[Message], new_messages: Sequence[Message], matcher: str = "strict") -> bool:
@@ -376,7 +148,7 @@ def message_hints(
     previous call's at their places (and its reply, replayed) take its
     trie nodes, so only a call's new messages are keyed.
     """
-    key_of = _KEYS[check_matcher(matcher)]
+    key_of = message_key(check_matcher(matcher))
     trie: dict[tuple[int, Any], int] = {}  # (node, message key) -> node; node 0 is the empty conversation
     ends: dict[int, int] = {}  # node -> the latest call whose stored conversation ends there
     hints: list[int] = []
@@ -402,7 +174,7 @@ def message_hints(
             shared += 1
         node = path[-1] if path else 0
         for m in messages[shared:]:
-            k = key_of(m) if type(m) is dict else (_RAW, _typed(m))
+            k = key_of(m)
             nxt = trie.get((node, k))
             if nxt is None:
                 nxt = trie[(node, k)] = len(trie) + 1

@@ -241,6 +241,112 @@ def role_content_only(stored: dict[str, Any], new: dict[str, Any]) -> bool:
     return messages_equal(stored, new) or _differing_field(stored, new, ("role", "content")) is None
 
 
+# -- keys: a message's class under a built-in matcher, for indexing ---------------
+
+
+class _Tag:
+    """A marker no decoded JSON value equals (it keeps a dict's items apart from a list)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+_DICT, _RAW, _OBJECT = _Tag("dict"), _Tag("raw"), _Tag("json-object")
+
+
+def _sorted_items(items: Any) -> tuple[tuple[Any, Any], ...]:
+    pairs = list(items)
+    try:
+        pairs.sort(key=lambda kv: kv[0])
+    except TypeError:  # keys of mixed types (not from JSON)
+        pairs.sort(key=lambda kv: (type(kv[0]).__name__, repr(kv[0])))
+    return tuple(pairs)
+
+
+def _frozen(value: Any) -> Any:
+    """Hashable, and equal to another's exactly when the two values are `==`."""
+    t = type(value)
+    if t is str or value is None or t is int or t is float or t is bool:
+        return value
+    if t is list or t is tuple:
+        return tuple(_frozen(v) for v in value)
+    if t is dict:
+        return (_DICT, _sorted_items((k, _frozen(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return (_RAW, repr(value))
+    return value
+
+
+def _typed(value: Any) -> Any:
+    """Hashable, and equal to another's exactly when `_same_as_given` holds (types too)."""
+    t = type(value)
+    if t is list or t is tuple:
+        return (t.__name__, tuple(_typed(v) for v in value))
+    if t is dict:
+        return ("dict", _sorted_items((k, _typed(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return (t.__name__, repr(value))
+    return (t.__name__, value)
+
+
+def _strict_key(m: dict[str, Any]) -> Any:
+    return tuple(_frozen(_calls(_norm(m.get(k))) if k == "tool_calls" else _norm(m.get(k))) for k in TEMPLATE_KEYS)
+
+
+def _arguments_key(value: Any) -> Any:
+    form = _arguments_form(value)
+    return (_RAW, _typed(value)) if form is _NOT_AN_OBJECT else (_OBJECT, form)
+
+
+def _special_key(value: Any, special: str, key: Callable[[Any], Any], drop: tuple[str, ...] = ()) -> Any:
+    if not isinstance(value, dict):
+        return (_RAW, _typed(value))
+    return (_DICT, _sorted_items((k, key(v) if k == special else _frozen(v)) for k, v in value.items() if k not in drop))
+
+
+def _call_key(c: Any) -> Any:
+    return _special_key(c, "function", lambda f: _special_key(f, "arguments", _arguments_key), drop=_WIRE_ONLY)
+
+
+def _loose_key(m: dict[str, Any]) -> Any:
+    calls = _norm(m.get("tool_calls"))
+    calls_key = tuple(map(_call_key, calls)) if isinstance(calls, list) else (_RAW, _typed(calls))
+    return (*(_frozen(_norm(m.get(k))) for k in ("role", "content", "reasoning_content")), calls_key)
+
+
+def _role_content_key(m: dict[str, Any]) -> Any:
+    return (_frozen(_norm(m.get("role"))), _frozen(_norm(m.get("content"))))
+
+
+#: Per built-in matcher, a message's key: two messages with equal keys match
+#: (so keys can index stored conversations: `tito_fast.chains.matchers`). For
+#: `strict` and `role_content_only` equal keys are exactly a match; for
+#: `loose_tool_call` they are its JSON-object comparison of arguments, and
+#: two messages it accepts only through `strict` (dict arguments equal as
+#: Python values but not as JSON, such as true and 1) have different keys.
+MESSAGE_KEYS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "strict": _strict_key,
+    "loose_tool_call": _loose_key,
+    "role_content_only": _role_content_key,
+}
+
+
+def message_key(matcher: str) -> Callable[[Any], Any]:
+    """The key function of a built-in matcher (`MESSAGE_KEYS`), for any
+    message (one that is not a dict is keyed as it is, type for type)."""
+    key = MESSAGE_KEYS[matcher]
+    return lambda m: key(m) if type(m) is dict else (_RAW, _typed(m))
+
+
 MATCHERS: dict[str, Matcher] = {
     "strict": strict,
     "loose_tool_call": loose_tool_call,
