@@ -19,7 +19,7 @@ use crate::encoder::Encoder;
 use crate::merge::trimmed_len;
 use crate::record::json::{Map, Value};
 use crate::record::schema;
-use crate::template::{map, ChatTemplate, RenderFailure};
+use crate::template::{map, ChatTemplate, Limits, RenderFailure};
 use normalise::Normalise;
 pub use normalise::ToolPolicy;
 
@@ -84,7 +84,7 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
         return LineOutcome::Python("a family that is not the scorer's");
     }
     let session_id = rec.session_id.clone();
-    match check(rec, template, encoder, setup) {
+    match check(rec, line.len(), template, encoder, setup) {
         Ok(outcome) => outcome,
         Err(Failed::Python(why)) => LineOutcome::Python(why),
         Err(Failed::Limit(m)) => LineOutcome::Bad {
@@ -108,8 +108,10 @@ impl From<&'static str> for Failed {
     }
 }
 
+/// `size`: the line's bytes, at least its texts' (the renderer's limits grow with it).
 fn check(
     rec: schema::DumpRecord,
+    size: usize,
     template: &ChatTemplate,
     encoder: &Encoder,
     setup: &CheckSetup,
@@ -136,7 +138,7 @@ fn check(
     ctx.push(("tools", tool_defs));
     ctx.push(("documents", T::from(())));
     ctx.push(("add_generation_prompt", T::from(false)));
-    let text = template.render(map(ctx)).map_err(|f| match f {
+    let text = template.render_limited(map(ctx), Limits::for_size(size)).map_err(|f| match f {
         RenderFailure::Limit(m) => Failed::Limit(m),
         _ => Failed::Python("the native render failed"),
     })?;

@@ -283,11 +283,26 @@ impl ChatTemplate {
             env
         });
         let t = env.get_template(NAME).map_err(|e| failure(&e))?;
+        // A chat template's output is about the size of its context's texts:
+        // room for that up front (what the context's size says, within the limit).
+        let hint =
+            (limits.output.saturating_sub(OUTPUT_FLOOR) / OUTPUT_PER_BYTE).saturating_add(4096).min(limits.output);
         let mut out = BoundedOutput { text: Vec::new(), limit: limits.output, over: false };
+        if out.text.try_reserve(hint).is_err() {
+            return Err(RenderFailure::Limit(format!("no memory for an output of {hint} bytes")));
+        }
         let result = t.render_captured_to(context, &mut out).map(drop);
         match result {
-            Ok(()) => String::from_utf8(out.text)
-                .map_err(|_| RenderFailure::Unsupported("the output is not UTF-8".into())),
+            Ok(()) => {
+                debug_assert!(std::str::from_utf8(&out.text).is_ok());
+                // SAFETY: minijinja writes its output to an `io::Write` only
+                // through `fmt::Write::write_str` (`write_all(s.as_bytes())`
+                // of whole `str`s), and `BoundedOutput::write` takes each
+                // buffer whole or not at all: the bytes are a concatenation
+                // of `str`s, valid UTF-8 (checking them again cost 4% of a
+                // session check).
+                Ok(unsafe { String::from_utf8_unchecked(out.text) })
+            }
             Err(_) if out.over => {
                 Err(RenderFailure::Limit(format!("the output passed {} bytes (the output limit)", limits.output)))
             }
