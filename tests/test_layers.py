@@ -24,6 +24,9 @@ from tito_fast import _compat, _deps
 ROOT = Path(tito_fast.__file__).parent
 LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "chains", "cli"]
 SAME_LAYER = {"_deps": "errors"}  # the optional packages' accessors sit with the errors they raise
+#: Modules whose layer is not their package's: the pinned tokenizer fixtures import only errors, _deps and
+#: the byte table, and `tito_fast.tokenizer.load` resolves `fixture:NAME` through them.
+MODULE_LAYER = {"tito_fast.testing.fixtures": "tokenizer"}
 
 
 def _module_name(path: Path) -> str:
@@ -39,6 +42,8 @@ MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 def _layer(module: str) -> int:
     """The layer of a module: its first name below `tito_fast` (the root and its helpers are on top)."""
+    if module in MODULE_LAYER:
+        return LAYERS.index(MODULE_LAYER[module])
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ("__main__", "_compat"):
         return len(LAYERS)
