@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tito_fast.chains.calls import OnError
 from tito_fast.chains.core import DEFAULT_REALIGN_WINDOW, NO_TOKENIZER_NOTE, Assembly, assemble
 from tito_fast.chains.output import html_report, summary_json, write_chains
 from tito_fast.errors import MissingDependency, UsageError
@@ -35,7 +36,7 @@ class AssembleOptions:
     family: Any = None
     policy: str | dict[str, str] | None = None
     realign_window: int = DEFAULT_REALIGN_WINDOW
-    on_error: str = "fail"
+    on_error: OnError = "fail"
     threads: int | None = None
     leaves: str = "all"
     matcher: str | None = None

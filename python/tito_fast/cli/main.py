@@ -419,7 +419,7 @@ def _diff(ns: argparse.Namespace) -> int:
         width=ns.width or shutil.get_terminal_size((120, 24)).columns, context=ns.context,
         colour=ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")),
     )  # fmt: skip
-    done = diff_files(options, say=lambda note: sys.stderr.write(f"tito-fast: {note}\n"))
+    done = diff_files(options, say=lambda note: print(f"tito-fast: {note}", file=sys.stderr))
     sys.stdout.write(done.text)
     return EXIT_CODES["findings"] if done.differs else EXIT_CODES["ok"]
 
