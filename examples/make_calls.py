@@ -28,7 +28,7 @@ import random
 from typing import Any
 
 from tito_fast.chat.families import TitoTokenizer, get_tito_tokenizer
-from tito_fast.score.run import load_tokenizer
+from tito_fast.tokenizer.load import load_tokenizer
 
 TOOLS = [
     {

@@ -33,7 +33,7 @@ from typing import Any
 
 from tito_fast.chat.families import get_tito_tokenizer
 from tito_fast.score.dump import write_jsonl, write_parquet
-from tito_fast.score.run import load_tokenizer
+from tito_fast.tokenizer.load import load_tokenizer
 from tito_fast.session.verify import replay
 
 WORDS = (

@@ -24,6 +24,9 @@ from tito_fast import _compat, _deps
 ROOT = Path(tito_fast.__file__).parent
 LAYERS = ["_core", "errors", "tokenizer", "compare", "chat", "session", "testing", "score", "chains", "cli"]
 SAME_LAYER = {"_deps": "errors"}  # the optional packages' accessors sit with the errors they raise
+#: Modules whose layer is not their package's: the pinned tokenizer fixtures import only errors, _deps and
+#: the byte table, and `tito_fast.tokenizer.load` resolves `fixture:NAME` through them.
+MODULE_LAYER = {"tito_fast.testing.fixtures": "tokenizer"}
 
 
 def _module_name(path: Path) -> str:
@@ -39,6 +42,8 @@ MODULES = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
 
 def _layer(module: str) -> int:
     """The layer of a module: its first name below `tito_fast` (the root and its helpers are on top)."""
+    if module in MODULE_LAYER:
+        return LAYERS.index(MODULE_LAYER[module])
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ("__main__", "_compat"):
         return len(LAYERS)
@@ -196,3 +201,62 @@ def test_tests_are_grouped_by_layer() -> None:
     loose = sorted(p.name for p in tests.glob("test_*.py"))
     assert loose == ["test_api.py", "test_docs.py", "test_layers.py", "test_threads.py"], loose  # the cross-cutting suites
 
+
+
+#: The one atomic writer, and the fixtures' cache (below its layer: pinned files, not a command's output).
+WRITERS = {"tito_fast.score.outputs", "tito_fast.testing.fixtures"}
+
+
+def _writes(node: ast.AST) -> str | None:
+    """What a call writes a file with, when it does: `open(..., "w")`, `os.replace`, `tempfile`, `Path.write_text`."""
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    if isinstance(f, ast.Name) and f.id == "open":
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+            return f"open(..., {mode.value!r})"
+    if isinstance(f, ast.Attribute):
+        base = f.value.id if isinstance(f.value, ast.Name) else ""
+        if (base == "os" and f.attr in ("replace", "rename")) or base == "tempfile" or f.attr in ("write_text", "write_bytes"):
+            return f"{base + '.' if base else ''}{f.attr}"
+        if f.attr == "write_table" and len(node.args) > 1 and "sink()" not in ast.unparse(node.args[1]):
+            return "pyarrow's write_table to a path (not an Output's sink())"
+    return None
+
+
+def test_files_are_written_through_the_one_writer() -> None:
+    """Every output file goes through `tito_fast.score.outputs` (`Output`, `write_output`): whole or not
+    at all, a device or FIFO in place; no module opens a file for writing or renames one itself."""
+    found = []
+    for name, path in MODULES.items():
+        if name in WRITERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (what := _writes(node)) is not None:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {what}")
+    assert not found, found
+
+
+def test_tokenizers_are_loaded_by_the_tokenizer_layer() -> None:
+    """`from_pretrained` (a folder, a fixture) only in the tokenizer layer (`tito_fast.tokenizer.load`,
+    the byte table's folder argument, the fixtures): every door takes a spec through `load_tokenizer`."""
+    found = []
+    for name, path in MODULES.items():
+        if _layer(name) == LAYERS.index("tokenizer"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "from_pretrained":
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not found, found
+
+
+def test_the_command_line_owns_no_job() -> None:
+    """`tito_fast.cli.main` parses, builds options, makes one library call and prints: it reads no
+    dump, scores nothing and builds no report itself (those are `score.files`, `score.diff`, `chains.job`)."""
+    path = MODULES["tito_fast.cli.main"]
+    imported = {target for target, _, _ in _imports(path)}
+    jobs = {"tito_fast.score.report", "tito_fast.score.scorer", "tito_fast.chains", "tito_fast.chains.core", "tito_fast.chains.output"}
+    assert not imported & jobs, sorted(imported & jobs)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import) and any(a.name == "numpy" for a in n.names)]

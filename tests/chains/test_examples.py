@@ -83,7 +83,7 @@ def test_parquet_capture_equals_jsonl(tmp_path: Path) -> None:
 
 def _message_runs(chain: Any) -> dict[int, str]:
     """Each message index of a chain and the text of its ids."""
-    from tito_fast.score.run import load_tokenizer
+    from tito_fast.tokenizer.load import load_tokenizer
 
     tok = load_tokenizer("fixture:qwen3")
     index = chain.message_index
@@ -141,7 +141,7 @@ def test_message_index_on_every_message_shape() -> None:
     numbered by rendered block (the comparator's role markers)."""
     from tito_fast.chains import Call
     from tito_fast.chat.families import get_tito_tokenizer
-    from tito_fast.score.run import load_tokenizer
+    from tito_fast.tokenizer.load import load_tokenizer
 
     tito = get_tito_tokenizer(load_tokenizer("fixture:qwen3"), "qwen3")
 

@@ -195,7 +195,7 @@ def _run(*args: str, cwd: Path) -> tuple[int, str, str]:
 
 def _qwen3_template() -> str:
     from tito_fast.chat.render import template_of
-    from tito_fast.score.run import load_tokenizer
+    from tito_fast.tokenizer.load import load_tokenizer
 
     return template_of(load_tokenizer("fixture:qwen3"))
 

@@ -20,7 +20,7 @@ import pytest
 from tito_fast.cli.main import EXIT_CODES, cli
 from tito_fast.errors import Terminated
 
-cli_main = importlib.import_module("tito_fast.cli.main")  # the module (the package's `main` is the function)
+score_job = importlib.import_module("tito_fast.score.files")  # the score job the command line calls
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMP = ROOT / "examples" / "qwen3_dump.jsonl"
@@ -207,7 +207,7 @@ def test_an_internal_error_is_a_bug_report_line(monkeypatch: pytest.MonkeyPatch,
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("something\nbroke")
 
-    monkeypatch.setattr(cli_main, "iter_score", broken)
+    monkeypatch.setattr(score_job, "iter_score", broken)
     assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3") == EXIT_CODES["bug"] == 3
     err = capsys.readouterr().err
     assert err.startswith("tito-fast: internal error: RuntimeError: something broke; this is a bug") and "Traceback" not in err
@@ -219,7 +219,7 @@ def test_an_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_main, "iter_score", interrupted)
+    monkeypatch.setattr(score_job, "iter_score", interrupted)
     assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3") == EXIT_CODES["interrupted"] == 130
     assert "tito-fast: interrupted" in capsys.readouterr().err
 
@@ -228,7 +228,7 @@ def test_a_terminate_exits_143(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     def terminated(*args: Any, **kwargs: Any) -> Any:
         raise Terminated(signal.SIGTERM)
 
-    monkeypatch.setattr(cli_main, "iter_score", terminated)
+    monkeypatch.setattr(score_job, "iter_score", terminated)
     assert cli("score", str(DUMP), "--tokenizer", "fixture:qwen3") == EXIT_CODES["terminated"] == 143
     assert "tito-fast: terminated (SIGTERM)" in capsys.readouterr().err
 

@@ -30,7 +30,7 @@ from tito_fast.score.dump import BadRecord
 from tito_fast.score.outputs import Output, discard_pending, write_text
 from tito_fast.score.results import ResultWriter, read_results
 
-cli_main = importlib.import_module("tito_fast.cli.main")
+score_job = importlib.import_module("tito_fast.score.files")  # the score job the command line calls
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals, FIFOs, /proc and forked workers as on Linux")
 
@@ -283,7 +283,7 @@ def _sigterm_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
         time.sleep(5)  # the handler raises before this ends
         raise AssertionError("SIGTERM did not stop the run")
 
-    monkeypatch.setattr(cli_main, "iter_score", terminated)
+    monkeypatch.setattr(score_job, "iter_score", terminated)
     assert cli("score", str(DUMP), *MODEL) == 143
     assert "tito-fast: terminated (SIGTERM)" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
@@ -298,7 +298,7 @@ def test_a_stop_between_two_results_is_the_same_stop(
                 raise Terminated(signal.SIGTERM)
             super().write(res)
 
-    monkeypatch.setattr(cli_main, "ResultWriter", Stopped)
+    monkeypatch.setattr(score_job, "ResultWriter", Stopped)
     rows, js, html = tmp_path / "r.jsonl", tmp_path / "x.json", tmp_path / "x.html"
     code = cli("score", str(DUMP), *MODEL, "--out", str(rows), "--json", str(js), "--report", str(html), "--quiet")
     assert code == 143

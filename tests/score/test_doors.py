@@ -63,10 +63,12 @@ import tito_fast
 from tito_fast._core import json_loads
 from tito_fast.chains import assemble
 from tito_fast.errors import ScoreError
+from tito_fast.score import diff as score_diff
 from tito_fast.score import ray as score_ray
 from tito_fast.score.dump import MAX_RECORD_BYTES, BadRecord, RawLine, read_dump, read_dump_lines
-from tito_fast.score.run import load_tokenizer, run_score, score_batch
+from tito_fast.score.run import run_score, score_batch
 from tito_fast.score.scorer import Scorer, SessionResult
+from tito_fast.tokenizer.load import load_tokenizer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3_dump.jsonl"
 cli_main = importlib.import_module("tito_fast.cli.main")  # (the package's `main` is the entry function)
@@ -780,8 +782,8 @@ def _diff_exit(path: Path, scorer: Scorer) -> tuple[int, str]:
 
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cli_main, "load_tokenizer", lambda spec: scorer.tito.tokenizer)
-        mp.setattr(cli_main, "Scorer", same_scorer)
+        mp.setattr(score_diff, "load_tokenizer", lambda spec: scorer.tito.tokenizer)
+        mp.setattr(score_diff, "Scorer", same_scorer)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             code = cli_main.cli("diff", str(path), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--color", "never")
     return code, err.getvalue()

@@ -388,10 +388,9 @@ def _family(tokenizer: Any, family: Any) -> _Family:
         return _Family([], 0, [], None, None)
     from tito_fast.chat.families import family_facts, get_tito_tokenizer
 
-    if isinstance(tokenizer, (str, Path)):
-        from tito_fast.score.run import load_tokenizer
+    from tito_fast.tokenizer.load import load_tokenizer
 
-        tokenizer = load_tokenizer(str(tokenizer))
+    tokenizer = load_tokenizer(tokenizer)  # a folder, fixture:NAME, or a tokenizer as it is
     if family is None:
         from tito_fast.chat.identify import family_of_tokenizer
 

@@ -47,7 +47,7 @@ class BatchAssembler:
 
     def __init__(self, tokenizer: str | None = None, family: str | None = None, policy: Any = None,
                  realign_window: int = DEFAULT_REALIGN_WINDOW) -> None:  # fmt: skip
-        from tito_fast.score.run import load_tokenizer
+        from tito_fast.tokenizer.load import load_tokenizer
 
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None
         self.family, self.policy, self.realign_window = family, policy, realign_window

@@ -38,13 +38,10 @@ import json
 import os
 import shutil
 import sys
-import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any, NoReturn
-
-import numpy as np
+from typing import Any, NoReturn
 
 from tito_fast._core import __version__
 from tito_fast.chat.presets import FAMILIES
@@ -53,20 +50,19 @@ from tito_fast.cli.demo import print_summary, run_demo
 from tito_fast.cli.progress import Progress
 from tito_fast.errors import (
     MissingDependency,
-    OutputPathError,
-    ScoreError,
     UsageError,
     exit_code_of,
     WorkerDiedError,
 )
-from tito_fast.score import report, stopping
-from tito_fast.score.dump import BadRecord, json_error, read_dump
-from tito_fast.score.outputs import Output, discard_pending, output_kind, write_text
-from tito_fast.score.results import SUFFIXES, ResultWriter
-from tito_fast.score.run import METRIC_VERSIONS, TOKENIZER_FILES, ScoreStream, iter_score, load_tokenizer, resolve_family
-from tito_fast.score.scorer import Scorer, SessionResult
-from tito_fast.score.summary import Summary
+from tito_fast.score import stopping
+from tito_fast.score.dump import json_error
+from tito_fast.score.outputs import check_outputs as _check_outputs
+from tito_fast.score.outputs import discard_pending
+from tito_fast.score.outputs import write_output as _write
+from tito_fast.score.results import SUFFIXES
+from tito_fast.score.run import METRIC_VERSIONS, resolve_family
 from tito_fast.session.verify import for_template, verify_family
+from tito_fast.tokenizer.load import load_tokenizer
 
 #: The exit codes of `tito-fast` (see the module doc).
 EXIT_CODES = {"ok": 0, "findings": 1, "input": 2, "bug": 3, "interrupted": 130, "terminated": 143}
@@ -355,71 +351,6 @@ def _encoder_arg(path: str | None) -> str | None:
     return None if path is None else str(_input_file(path, "--encoder"))
 
 
-def _check_outputs(outputs: dict[str, str | None], inputs: list[str | None]) -> None:
-    """Refuse, before any work, an output that cannot be written or that is an input."""
-    seen: dict[Path, str] = {}
-    protected = [Path(p).resolve() for p in inputs if p]
-    for flag, path in outputs.items():
-        if path is None or path == "-":
-            continue
-        if output_kind(path, flag) == "stream":  # a device or FIFO, written in place (a folder is refused)
-            if not os.access(path, os.W_OK):
-                raise OutputPathError(f"{flag} {path}: is not writable")
-            continue
-        p = Path(path)
-        target = p.resolve()
-        if not target.parent.is_dir():
-            raise OutputPathError(f"{flag} {path}: the folder {p.parent} does not exist; create it first")
-        if not os.access(target.parent, os.W_OK):
-            raise OutputPathError(f"{flag} {path}: the folder {p.parent} is not writable")
-        for src in protected:
-            if target == src or (p.exists() and src.exists() and os.path.samefile(p, src)):
-                raise OutputPathError(f"{flag} {path}: is an input of this run; writing it would destroy the input")
-            if src.is_dir() and target.parent == src and target.name in TOKENIZER_FILES:
-                raise OutputPathError(f"{flag} {path}: would overwrite a file of the tokenizer")
-        if target in seen:
-            raise OutputPathError(f"{flag} {path}: {seen[target]} writes the same file")
-        seen[target] = flag
-
-
-def _write(path: str, text: str, flag: str) -> None:
-    """`text` to the file `path` (written whole, then moved into place; a
-    device or FIFO in place), or to stdout for "-"."""
-    if path == "-":
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        return
-    write_text(path, text, flag)
-
-
-class _JsonOut:
-    """`{"sessions": [...], "summary": ..., "seconds": ...}` written as the
-    results come: into a temporary file moved into place by `finish` (an
-    `Output`), or to stdout for "-"."""
-
-    def __init__(self, path: str) -> None:
-        self.out = None if path == "-" else Output(path, "--json")
-        self.path = path
-        self.f: IO[str] = sys.stdout if self.out is None else self.out.open("w", encoding="utf-8")
-        self.sessions = 0
-        self.f.write('{"sessions": [\n')
-
-    def write(self, result: SessionResult) -> None:
-        self.f.write((",\n" if self.sessions else "") + json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False))
-        self.sessions += 1
-
-    def finish(self, tail: dict[str, Any]) -> None:
-        self.f.write("\n],\n" + json.dumps(tail, indent=2, ensure_ascii=False, allow_nan=False)[1:] + "\n")
-        self.close(keep=True)
-
-    def close(self, *, keep: bool = False) -> None:
-        if self.out is None:
-            return
-        if keep:
-            self.out.commit()
-        else:
-            self.out.discard()
-
-
 def _demo(ns: argparse.Namespace) -> int:
     if ns.sessions < 1 or ns.turns < 2:
         raise UsageError("--sessions must be >= 1 and --turns >= 2")
@@ -438,173 +369,58 @@ def _say(ns: argparse.Namespace, text: str) -> None:
 
 
 def _score(ns: argparse.Namespace) -> int:
+    from tito_fast.score.files import ScoreOptions, score_files
+
     if ns.out is not None and Path(ns.out).suffix not in SUFFIXES:
         raise UsageError(f"--out {ns.out}: name it .jsonl or .parquet")
     _check_outputs(
         {"--out": ns.out, "--json": ns.json, "--report": ns.report, "--markdown": ns.markdown},
         [ns.dump, ns.template, ns.encoder, ns.family if ns.family and ns.family.endswith(".json") else None, ns.tokenizer],
     )
-    family = _family_arg(ns.family)
-    template, encoder = _template_arg(ns.template), _encoder_arg(ns.encoder)
-    bar = Progress(0, sys.stderr, ns.quiet, verb="read", unit="records")
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done)
-
-    start = time.perf_counter()
-    stream = iter_score(
-        ns.dump, ns.tokenizer, family, template=template, encoder_path=encoder, mode=ns.mode, workers=ns.workers,
-        on_error=ns.on_error, metric_version=ns.metric_version, progress=progress, interruptible=True, worst=ns.worst,
-        trust_encoder=ns.trust_encoder, threads=ns.threads,
+    options = ScoreOptions(
+        ns.dump, ns.tokenizer, _family_arg(ns.family), template=_template_arg(ns.template), encoder=_encoder_arg(ns.encoder),
+        trust_encoder=ns.trust_encoder, mode=ns.mode, workers=ns.workers, threads=ns.threads, on_error=ns.on_error,
+        metric_version=ns.metric_version, worst=ns.worst, ci=ns.ci, out=ns.out, json=ns.json, report=ns.report,
+        markdown=ns.markdown,
     )  # fmt: skip
-    if stream.family_note:
-        _say(ns, stream.family_note)
-    writer: ResultWriter | None = None
-    js: _JsonOut | None = None
-    try:
-        writer = ResultWriter(ns.out) if ns.out else None
-        js = _JsonOut(ns.json) if ns.json else None
-        try:
-            for out in stream:
-                if writer is not None:
-                    writer.write(out)
-                if js is not None and not isinstance(out, BadRecord):
-                    js.write(out)
-        except KeyboardInterrupt as e:  # it reached this loop rather than the stream: the same stop
-            stream.stop(e)
-        seconds = time.perf_counter() - start
-        s = stream.summary
-        if js is not None:
-            js.finish({"summary": s.to_dict(), "seconds": seconds})
-            js = None
-    finally:
-        stream.close()
-        if writer is not None:  # the rows so far, each whole (Parquet: marked incomplete)
-            writer.close(complete=stream.finished and stream.stopped_at is None)
-        if js is not None:  # an error ended the run: no half JSON file under the final name
-            js.close()
-    _report_score(ns, stream, s, seconds)
-    if stream.stopped_by is not None:
-        return stopping.exit_code(stream.stopped_by)
-    if stream.worker_died is not None:
+    bar = Progress(0, sys.stderr, ns.quiet, verb="read", unit="records")
+    done = score_files(options, progress=bar, say=lambda note: _say(ns, note))
+    if done.problem:
+        sys.stderr.write(done.problem)
+    elif done.skipped:
+        _say(ns, done.skipped)
+    if not ns.quiet:
+        (sys.stderr if ns.json == "-" else sys.stdout).write(done.table)  # stdout carries the JSON then
+    for flag, path, text in done.reports:
+        _write(path, text, flag)
+    if done.stream.stopped_by is not None:
+        return stopping.exit_code(done.stream.stopped_by)
+    if done.stream.worker_died is not None:
         return EXIT_CODES["bug"]
-    if not s.complete:
+    if not done.summary.complete:
         return EXIT_CODES["input"]
-    if ns.ci and s.ci_failures:
-        sys.stderr.write("tito-fast: --ci: " + "; ".join(s.ci_failures) + "\n")
+    if ns.ci and done.ci_failures:
+        sys.stderr.write("tito-fast: --ci: " + "; ".join(done.ci_failures) + "\n")
         return EXIT_CODES["findings"]
     return EXIT_CODES["ok"]
 
 
-def _report_score(ns: argparse.Namespace, stream: ScoreStream, s: Summary, seconds: float) -> None:
-    bad = stream.bad
-    if stream.stopped_by is not None:
-        what = stopping.describe(stream.stopped_by)
-        sys.stderr.write(f"\ntito-fast: {what}; the reports written below are marked INCOMPLETE\n")
-    elif stream.worker_died is not None:
-        sys.stderr.write(f"tito-fast: error: {stream.worker_died}; the reports written below are marked INCOMPLETE\n")
-    elif stream.stopped_at is not None:
-        last = bad[-1]
-        sys.stderr.write(
-            f"tito-fast: error: bad record {last.source}: {last.reason}; stopped (--on-error fail): rerun with "
-            "--on-error skip to skip bad records; the reports written below are marked INCOMPLETE\n"
-        )
-    elif bad:
-        _say(ns, f"skipped {s.bad_records} bad record(s), the first {bad[0].source}: {bad[0].reason}")
-    if not ns.quiet:
-        rows = [("records read", f"{stream.done:,} of {stream.total:,}")]
-        if s.sessions:
-            scoring = seconds - stream.setup_seconds
-            workers = f"{ns.workers} worker{'s' if ns.workers > 1 else ''}"
-            rows.append(
-                ("time", f"{seconds:.2f} s: setup {stream.setup_seconds:.2f} s, then {scoring / stream.done * 1e3:.1f} ms a record ({workers})")
-            )
-        else:
-            rows.append(("time", f"{seconds:.2f} s (no session scored)"))
-        table_out = sys.stderr if ns.json == "-" else sys.stdout  # stdout carries the JSON then
-        table_out.write(report.text_table(s, rows, ci=ns.ci))
-    title = f"tito-fast score: {Path(ns.dump).name}"
-    worst = stream.worst()
-    if ns.report:
-        _write(ns.report, report.html_report(s, worst, title=title, source=str(ns.dump), ci=ns.ci), "--report")
-    if ns.markdown:
-        _write(ns.markdown, report.markdown_report(s, worst, title=title, ci=ns.ci), "--markdown")
-
-
-def _read_ids(path: str) -> Any:
-    """A JSON file's id list (or an object's `token_ids` / `ids`), checked as the score job checks ids."""
-    p = _input_file(path, "id file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}: invalid JSON: {json_error(e)}") from None
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    if isinstance(data, dict):
-        data = data.get("token_ids", data.get("ids"))
-    if not isinstance(data, list):
-        raise UsageError(f"{path}: expected a JSON list of token ids (or an object with 'token_ids')")
-    for i, x in enumerate(data):
-        if type(x) is not int:
-            raise UsageError(f"{path}: item {i} is {json.dumps(x)} ({type(x).__name__}); token ids are integers")
-        if not 0 <= x <= 2**32 - 1:
-            raise UsageError(f"{path}: item {i} is {x}; token ids are in [0, 2**32-1]")
-    return np.asarray(data, dtype=np.uint32)
-
-
 def _diff(ns: argparse.Namespace) -> int:
+    from tito_fast.score.diff import DiffOptions, diff_files
+
     if len(ns.inputs) > 2:
         raise UsageError("give a dump, or two id files (EXPECTED.json ACTUAL.json)")
     for path in ns.inputs:
         _input_file(path, "input")
-    tok = load_tokenizer(ns.tokenizer)
-    family = _family_arg(ns.family)
-    if family is None:
-        family, note = resolve_family(ns.inputs[0] if len(ns.inputs) == 1 else None, tok)
-        sys.stderr.write(f"tito-fast: {note}\n")
-    scorer = Scorer(
-        tok, family, chat_template=_template_arg(ns.template), mode="full", encoder_path=_encoder_arg(ns.encoder),
-        trust_encoder=ns.trust_encoder,
+    options = DiffOptions(
+        tuple(ns.inputs), ns.tokenizer, _family_arg(ns.family), template=_template_arg(ns.template),
+        encoder=_encoder_arg(ns.encoder), trust_encoder=ns.trust_encoder, session=ns.session,
+        width=ns.width or shutil.get_terminal_size((120, 24)).columns, context=ns.context,
+        colour=ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")),
     )  # fmt: skip
-    if len(ns.inputs) == 2:
-        expected, actual = _read_ids(ns.inputs[0]), _read_ids(ns.inputs[1])
-        labels = (Path(ns.inputs[0]).name, Path(ns.inputs[1]).name)
-        title = f"{ns.inputs[0]} vs {ns.inputs[1]}"
-        diagnosis = scorer.cmp.diagnose(expected, actual)  # no messages: the rendered blocks are numbered
-    else:
-        record = None
-        for r in read_dump(ns.inputs[0]):
-            if isinstance(r, BadRecord):
-                if ns.session is not None and r.session_id == ns.session:
-                    raise UsageError(f"session {ns.session!r} is a bad record ({r.source}): {r.reason}")
-                continue
-            if ns.session is None or ns.session in (r.session_id, r.source.rsplit(":", 1)[-1].removeprefix("row ")):
-                try:  # a record `score` finds bad (another family, an id outside the vocabulary) is bad here too
-                    scorer.check_record(r)
-                except ScoreError as e:
-                    if ns.session is not None:
-                        raise UsageError(f"session {ns.session!r} is a bad record ({r.source}): {e}") from e
-                    continue
-                record = r
-                break
-        if record is None:
-            raise UsageError(f"no session {ns.session!r} in {ns.inputs[0]}" if ns.session else f"no readable session in {ns.inputs[0]}")
-        actual = record.token_ids
-        expected, diagnosis = scorer.diagnose(record)  # messages numbered as in the record, as score numbers them
-        labels = ("fresh render", "session ids")
-        title = f"session {record.session_id} ({record.source})"
-    colour = ns.color == "always" or (ns.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-    width = ns.width or shutil.get_terminal_size((120, 24)).columns
-    sys.stdout.write(
-        report.diff_text(
-            scorer.cmp, expected, actual, title=title, labels=labels, colour=colour, width=width, context=ns.context,
-            diagnosis=diagnosis,
-        )  # fmt: skip
-    )
-    # Any difference is a finding, retokenizations included (the reference reports none of them).
-    differs = report.any_difference(scorer.cmp, expected, actual, diagnosis)
-    return EXIT_CODES["findings"] if differs else EXIT_CODES["ok"]
+    done = diff_files(options, say=lambda note: print(f"tito-fast: {note}", file=sys.stderr))
+    sys.stdout.write(done.text)
+    return EXIT_CODES["findings"] if done.differs else EXIT_CODES["ok"]
 
 
 def _verify_template(ns: argparse.Namespace) -> int:
@@ -684,49 +500,23 @@ def _policy_arg(values: list[str] | None) -> str | dict[str, str] | None:
 
 
 def _assemble(ns: argparse.Namespace) -> int:
-    from tito_fast.chains import assemble
-    from tito_fast.chains.core import NO_TOKENIZER_NOTE
-    from tito_fast.chains.output import html_report, summary_json, write_chains
+    from tito_fast.chains.job import AssembleOptions, assemble_files
 
     if ns.out is not None and Path(ns.out).suffix not in (".parquet", ".jsonl"):
         raise UsageError(f"--out {ns.out}: name it .parquet or .jsonl")
     if ns.packed and (ns.out is None or Path(ns.out).suffix != ".parquet"):
         raise UsageError("--packed: the packed form is written with --out CHAINS.parquet")
     _check_outputs({"--out": ns.out, "--json": ns.json, "--report": ns.report}, [ns.calls, ns.tokenizer])
-    policy = _policy_arg(ns.policy)
-    bar = Progress(0, sys.stderr, ns.quiet, verb="assembled", unit="sessions")
-
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.update(done)
-
-    start = time.perf_counter()
-    try:
-        a = assemble(
-            ns.calls, family=ns.family, tokenizer=ns.tokenizer, policy=policy, realign_window=ns.realign_window,
-            on_error=ns.on_error, threads=ns.threads, progress=progress, leaves=ns.leaves,
-            matcher=ns.matcher,
-        )  # fmt: skip
-    except MissingDependency:
-        raise
-    except ValueError as e:
-        raise UsageError(str(e)) from e
-    seconds = time.perf_counter() - start
-    if ns.out:
-        write_chains(a, ns.out, "--out", packed=ns.packed)
-    if ns.json:
-        _write(ns.json, json.dumps({**summary_json(a), "seconds": seconds}, indent=2, ensure_ascii=False), "--json")
-    if ns.report:
-        page = html_report(a, title=f"tito-fast assemble: {Path(ns.calls).name}", source=str(ns.calls), tokenizer=ns.tokenizer is not None)
-        _write(ns.report, page, "--report")
-    if a.bad:
-        _say(ns, f"skipped {len(a.bad)} bad record(s), the first {a.bad[0].source}: {a.bad[0].reason}")
+    options = AssembleOptions(
+        ns.calls, tokenizer=ns.tokenizer, family=ns.family, policy=_policy_arg(ns.policy), realign_window=ns.realign_window,
+        on_error=ns.on_error, threads=ns.threads, leaves=ns.leaves, matcher=ns.matcher, out=ns.out, packed=ns.packed,
+        json=ns.json, report=ns.report,
+    )  # fmt: skip
+    done = assemble_files(options, progress=Progress(0, sys.stderr, ns.quiet, verb="assembled", unit="sessions"))
+    if done.skipped:
+        _say(ns, done.skipped)
     if not ns.quiet:
-        table_out = sys.stderr if ns.json == "-" else sys.stdout
-        table_out.write(a.summary.verdict() + "\n")
-        if ns.tokenizer is None:
-            table_out.write(f"note: {NO_TOKENIZER_NOTE}\n")
-        table_out.write(a.summary.table() + f"\ntime                   {seconds:.2f} s\n")
+        (sys.stderr if ns.json == "-" else sys.stdout).write(done.table)
     return EXIT_CODES["ok"]
 
 

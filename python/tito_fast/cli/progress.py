@@ -23,6 +23,11 @@ class Progress:
         self.tty = out.isatty()
         self.shown = -1
 
+    def __call__(self, done: int, total: int) -> None:
+        """A library's `progress(done, total)` callback: the total may be learnt late."""
+        self.total = total
+        self.update(done)
+
     def update(self, done: int) -> None:
         if self.quiet or not self.total:
             return

@@ -52,6 +52,7 @@ from tito_fast import _deps
 from tito_fast._core import read_dump_lines as _core_read_lines
 from tito_fast._core import read_dump_row
 from tito_fast.errors import DumpError
+from tito_fast.score.outputs import Output
 
 MAX_ID = 2**32 - 1
 #: The largest record (one JSONL line) read; a longer line is a bad record, read no further.
@@ -467,15 +468,19 @@ def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_s
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    """Write records (dicts with the schema's fields) as JSONL."""
-    with open(path, "w", encoding="utf-8") as f:
+    """Write records (dicts with the schema's fields) as JSONL (whole or not at all: `Output`)."""
+    with Output(path) as out:
+        f = out.open("w", encoding="utf-8")
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
 def write_parquet(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    """Write records as Parquet: `token_ids` list<int32>, `messages`/`tools`/`metadata` JSON strings."""
-    _deps.parquet().write_table(to_arrow(rows), path)
+    """Write records as Parquet: `token_ids` list<int32>, `messages`/`tools`/`metadata` JSON strings
+    (whole or not at all: `Output`)."""
+    table = to_arrow(rows)
+    with Output(path) as out:
+        _deps.parquet().write_table(table, out.sink())
 
 
 def to_arrow(rows: list[dict[str, Any]]) -> Any:

@@ -8,7 +8,10 @@ when the process ends are removed then (`discard_pending`). A path that
 exists and is not a regular file is written in place, never replaced: a
 device (`/dev/null`), a FIFO, or `/dev/stdout` and `/dev/fd/N`. A folder is
 refused (`OutputPathError`, naming the argument and the path). Every output
-writer of `tito-fast score` and `tito-fast assemble` goes through it.
+writer of `tito-fast` goes through it: `write_output` for a whole text ("-":
+stdout), `Output` for what is written as it comes (`ResultWriter`,
+`JsonResults`, `write_chains`, `write_jsonl`, `write_parquet`);
+`check_outputs` refuses, before any work, an output that cannot be written.
 
 Example:
     >>> import os, pathlib, tempfile
@@ -34,10 +37,14 @@ import atexit
 import os
 import secrets
 import stat
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Literal
 
 from tito_fast.errors import OutputPathError
+from tito_fast.tokenizer.load import TOKENIZER_FILES
 
 #: Paths written in place even when they lead to a regular file: they name a descriptor of this process.
 DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/")
@@ -161,6 +168,51 @@ def write_text(path: str | os.PathLike[str], text: str, arg: str | None = None) 
         out.open("w", encoding="utf-8").write(text)
 
 
+def write_output(path: str, text: str, arg: str | None = None) -> None:
+    """`text` to the file `path` (`write_text`: whole, or nothing; a device
+    or FIFO in place), or to stdout for "-" (ending with a newline)."""
+    if path == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    write_text(path, text, arg)
+
+
+def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | None]) -> None:
+    """Refuse, before any work, an output that cannot be written or that is an input.
+
+    `outputs`: option -> path (None: not asked for; "-": stdout); `inputs`:
+    the run's input paths (None skipped), a tokenizer folder's files included.
+
+    Raises:
+        OutputPathError: a folder, a folder that does not exist or is not
+            writable, an input (or a tokenizer file) about to be overwritten,
+            or two options writing the same file.
+    """
+    seen: dict[Path, str] = {}
+    protected = [Path(p).resolve() for p in inputs if p]
+    for flag, path in outputs.items():
+        if path is None or path == "-":
+            continue
+        if output_kind(path, flag) == "stream":  # a device or FIFO, written in place (a folder is refused)
+            if not os.access(path, os.W_OK):
+                raise OutputPathError(f"{flag} {path}: is not writable")
+            continue
+        p = Path(path)
+        target = p.resolve()
+        if not target.parent.is_dir():
+            raise OutputPathError(f"{flag} {path}: the folder {p.parent} does not exist; create it first")
+        if not os.access(target.parent, os.W_OK):
+            raise OutputPathError(f"{flag} {path}: the folder {p.parent} is not writable")
+        for src in protected:
+            if target == src or (p.exists() and src.exists() and os.path.samefile(p, src)):
+                raise OutputPathError(f"{flag} {path}: is an input of this run; writing it would destroy the input")
+            if src.is_dir() and target.parent == src and target.name in TOKENIZER_FILES:
+                raise OutputPathError(f"{flag} {path}: would overwrite a file of the tokenizer")
+        if target in seen:
+            raise OutputPathError(f"{flag} {path}: {seen[target]} writes the same file")
+        seen[target] = flag
+
+
 def discard_pending() -> None:
     """Remove every temporary file of this process not yet committed or discarded (run at exit)."""
     for tmp, pid in list(_PENDING.items()):
@@ -178,4 +230,4 @@ def _unlink(tmp: str) -> None:
 
 atexit.register(discard_pending)
 
-__all__ = ["DESCRIPTOR_PATHS", "Output", "discard_pending", "output_kind", "write_text"]
+__all__ = ["DESCRIPTOR_PATHS", "Output", "check_outputs", "discard_pending", "output_kind", "write_output", "write_text"]

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -205,6 +206,37 @@ class ResultWriter:
         self.close(keep=et is None or issubclass(et, KeyboardInterrupt), complete=et is None)
 
 
+class JsonResults:
+    """`{"sessions": [...], "summary": ..., "seconds": ...}` (`tito-fast score
+    --json`) written as the results come: into a temporary file moved into
+    place by `finish` (an `Output`), or to stdout for "-"."""
+
+    def __init__(self, path: str) -> None:
+        self.out = None if path == "-" else Output(path, "--json")
+        self.path = path
+        self.f: IO[str] = sys.stdout if self.out is None else self.out.open("w", encoding="utf-8")
+        self.sessions = 0
+        self.f.write('{"sessions": [\n')
+
+    def write(self, result: SessionResult) -> None:
+        self.f.write((",\n" if self.sessions else "") + json.dumps(result.to_dict(), ensure_ascii=False, allow_nan=False))
+        self.sessions += 1
+
+    def finish(self, tail: dict[str, Any]) -> None:
+        """Close the list with `tail`'s members (the summary) and move the file into place."""
+        self.f.write("\n],\n" + json.dumps(tail, indent=2, ensure_ascii=False, allow_nan=False)[1:] + "\n")
+        self.close(keep=True)
+
+    def close(self, *, keep: bool = False) -> None:
+        """Move the file into place (`keep`), or remove it: no half JSON file under the final name."""
+        if self.out is None:
+            return
+        if keep:
+            self.out.commit()
+        else:
+            self.out.discard()
+
+
 __all__ = [
-    "BATCH_ROWS", "COLUMNS", "INCOMPLETE_METADATA", "ResultWriter", "SUFFIXES", "from_row", "read_results", "row", "schema",
+    "BATCH_ROWS", "COLUMNS", "INCOMPLETE_METADATA", "JsonResults", "ResultWriter", "SUFFIXES", "from_row", "read_results", "row", "schema",
 ]  # fmt: skip

@@ -23,18 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast import _deps
 from tito_fast._core import json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.errors import (
     DumpError,
     FamilyError,
-    FixtureError,
     MissingDependency,
     ScoreError,
     TemplateLimitError,
-    TokenizerLoadError,
     WorkerDiedError,
 )
 from tito_fast.score.dump import (
@@ -51,7 +48,7 @@ from tito_fast.score.dump import (
 from tito_fast.score.scorer import Mode, Scorer, SessionResult
 from tito_fast.score.stopping import become_worker, signal_of, worker_death
 from tito_fast.score.summary import Summary, SummaryBuilder, WorstKeeper
-from tito_fast.testing import fixtures
+from tito_fast.tokenizer.load import TOKENIZER_FILES, load_tokenizer  # noqa: F401  (here too: `tito_fast.job`'s names)
 
 OnError = Literal["fail", "skip"]
 
@@ -68,45 +65,6 @@ class ScoreRun:
     worst: list[SessionResult] = field(default_factory=list)  # the worst sessions (`summary.worst`)
     family_note: str = ""  # how the family was chosen when none was given
     records: int = 0  # records in the dump
-
-
-#: Files one of which a tokenizer folder holds.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "tiktoken.model")
-
-
-def load_tokenizer(spec: str) -> Any:
-    """A tokenizer from a directory, or `fixture:NAME` for a pinned test fixture.
-
-    Raises:
-        TokenizerLoadError: no such fixture or folder, a folder without
-            tokenizer files, or one transformers cannot load (the message
-            says which, in one line).
-    """
-    if spec.startswith("fixture:"):
-        name = spec.split(":", 1)[1]
-        if name not in fixtures.FAMILIES:
-            raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(fixtures.FAMILIES))}")
-        try:
-            return fixtures.load_tokenizer(name)
-        except FixtureError as e:
-            raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
-    path = Path(spec).expanduser()
-    if not path.exists():
-        raise TokenizerLoadError(
-            f"tokenizer folder {spec!r} does not exist (give a local folder with tokenizer.json / tokenizer_config.json, "
-            "or fixture:NAME)"
-        )
-    if not path.is_dir():
-        raise TokenizerLoadError(f"tokenizer {spec!r} is a file; give the folder that holds it")
-    if not any((path / f).is_file() for f in TOKENIZER_FILES):
-        raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
-    auto_tokenizer = _deps.transformers().AutoTokenizer
-
-    try:
-        return auto_tokenizer.from_pretrained(str(path), local_files_only=True)
-    except Exception as e:  # transformers raises many types; one line says which
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise TokenizerLoadError(f"could not load the tokenizer in {spec!r}: {type(e).__name__}: {first}") from e
 
 
 def build_scorer(

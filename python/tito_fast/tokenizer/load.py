@@ -1,0 +1,75 @@
+"""Loading a tokenizer: from a folder, from `fixture:NAME` (a pinned fixture,
+materialised by `tito_fast.testing.fixtures`), or a tokenizer object given as is.
+
+Every door that takes a tokenizer spec (`tito-fast score|diff|assemble|
+verify-template`, `iter_score`, `assemble`, the Ray classes) loads it here,
+so a bad spec gets the same one-line `TokenizerLoadError` everywhere.
+
+Example:
+    >>> load_tokenizer("no/such/folder")
+    Traceback (most recent call last):
+    ...
+    tito_fast.errors.TokenizerLoadError: tokenizer folder 'no/such/folder' does not exist (give a local folder with tokenizer.json / tokenizer_config.json, or fixture:NAME)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tito_fast import _deps
+from tito_fast.errors import FixtureError, TokenizerLoadError
+
+#: Files one of which a tokenizer folder holds.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "tiktoken.model")
+#: The prefix of a fixture spec, `fixture:qwen3`.
+FIXTURE_PREFIX = "fixture:"
+
+
+def load_tokenizer(spec: str | os.PathLike[str] | Any) -> Any:
+    """A tokenizer from a directory, or `fixture:NAME` for a pinned test
+    fixture; any other object (a loaded tokenizer) is returned as it is.
+
+    Raises:
+        TokenizerLoadError: no such fixture or folder, a folder without
+            tokenizer files, or one transformers cannot load (the message
+            says which, in one line).
+    """
+    if not isinstance(spec, (str, os.PathLike)):
+        return spec
+    spec = os.fspath(spec)
+    if spec.startswith(FIXTURE_PREFIX):
+        return _fixture(spec[len(FIXTURE_PREFIX) :])
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise TokenizerLoadError(
+            f"tokenizer folder {spec!r} does not exist (give a local folder with tokenizer.json / tokenizer_config.json, "
+            "or fixture:NAME)"
+        )
+    if not path.is_dir():
+        raise TokenizerLoadError(f"tokenizer {spec!r} is a file; give the folder that holds it")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
+    auto_tokenizer = _deps.transformers().AutoTokenizer
+
+    try:
+        return auto_tokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers raises many types; one line says which
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise TokenizerLoadError(f"could not load the tokenizer in {spec!r}: {type(e).__name__}: {first}") from e
+
+
+def _fixture(name: str) -> Any:
+    # the pinned files, materialised on first use (a module of this layer: see tests/test_layers.py)
+    from tito_fast.testing.fixtures import FAMILIES, load_tokenizer as load_fixture
+
+    if name not in FAMILIES:
+        raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(FAMILIES))}")
+    try:
+        return load_fixture(name)
+    except FixtureError as e:
+        raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
+
+
+__all__ = ["FIXTURE_PREFIX", "TOKENIZER_FILES", "load_tokenizer"]
