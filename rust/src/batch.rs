@@ -71,7 +71,11 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
         return Ok(p);
     }
     let p = Arc::new(
-        rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("tito-fast-{i}")).build()?,
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("tito-fast-{i}"))
+            .stack_size(crate::template::RENDER_STACK)
+            .build()?,
     );
     if pools.len() >= MAX_POOLS {
         pools.remove(0);

@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -260,13 +261,14 @@ def test_tokenizer_none_builds_a_stand_in_as_the_reference_does() -> None:
     old = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     with pytest.raises(ValueError, match="role='developer'"):  # the message check runs before anything renders
         stub.tokenize_additional_messages(old, old + [{"role": "developer", "content": "c"}])
-    for call, what in [
+    calls: list[tuple[Callable[[], Any], str]] = [
         (lambda: stub.tokenize_additional_messages(old, old + [{"role": "user", "content": "c"}]), "apply_chat_template"),
         (lambda: stub.apply_chat_template(old, add_generation_prompt=True), "apply_chat_template"),
         (lambda: stub.encode("x"), "encode"),
         (stub.create_comparator, "create_comparator"),
         (lambda: stub.clone_with_chat_template_kwargs({"x": 1}).encode("x"), "encode"),
-    ]:
+    ]
+    for call, what in calls:
         with pytest.raises(FamilyError, match=rf"^{what}.* needs a tokenizer: .*built with tokenizer=None"):
             call()
     subclass = type("Mocked", (TitoTokenizer,), {"apply_chat_template": lambda self, m, **k: "rendered", "encode": lambda self, t: [len(t)]})

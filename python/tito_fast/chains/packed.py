@@ -5,14 +5,17 @@ point, a retry) is stored once (prefix-shared or tree training)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tito_fast import _deps
 
-if TYPE_CHECKING:
-    from tito_fast.chains.core import Assembly
+
+class _HasChains(Protocol):
+    """What `pack` reads of an `Assembly` (its chains, session by session)."""
+
+    def chains(self) -> list[Any]: ...
 
 
 @dataclass
@@ -102,7 +105,7 @@ class PackedChains:
         )
 
 
-def pack(assembly: Assembly) -> PackedChains:
+def pack(assembly: _HasChains) -> PackedChains:
     """The packed form of `assembly` (see `PackedChains`)."""
     chains = assembly.chains()
     row_of: dict[tuple[str, int], int] = {(c.session_id, c.index): r for r, c in enumerate(chains)}

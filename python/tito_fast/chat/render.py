@@ -554,8 +554,11 @@ def _compile(template: str) -> Any:
         tito_loop = staticmethod(_loop)
         tito_concat = staticmethod(_concat)
 
-        def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
-            return Limited().visit(super()._parse(source, name, filename))
+        def compile(self, source: Any, name: str | None = None, filename: str | None = None, raw: bool = False, defer_init: bool = False) -> Any:
+            # jinja2 compiles a template from its AST as well as from its text: the AST, made bounded
+            if isinstance(source, str):
+                source = Limited().visit(self.parse(source, name, filename))
+            return super().compile(source, name, filename, raw, defer_init)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
             _step()

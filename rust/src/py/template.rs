@@ -127,7 +127,9 @@ impl NativeTemplate {
     /// render passed a limit (fuel, recursion, output size, `range` size).
     fn render(&self, py: Python<'_>, context: &Bound<'_, PyAny>) -> PyResult<String> {
         let ctx = self::context(py, context, "context")?;
-        py.detach(|| self.inner.render(ctx)).map_err(|f| render_error(py, &f))
+        // On a worker thread, whose stack is deep enough for most renders
+        // (`template::RENDER_STACK`): no stack of its own to reserve per render.
+        py.detach(|| with_threads(Some(1), || self.inner.render(ctx))).map_err(|f| render_error(py, &f))
     }
 
     /// Render every context on `threads` threads (None: all cores) with the

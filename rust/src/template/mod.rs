@@ -58,6 +58,10 @@ pub const MAX_RANGE: usize = 100_000;
 /// Stack bytes per fuel (a nesting level costs at least one fuel; dropping
 /// it takes up to about 64 bytes of stack in a release build).
 const STACK_PER_FUEL: usize = if cfg!(debug_assertions) { 512 } else { 96 };
+/// The stack of the extension's worker threads: address space reserved, used
+/// as far as needed. Deep enough to render a context of up to a quarter of a
+/// MiB (the fuel floor) where it runs, without a stack of its own per render.
+pub const RENDER_STACK: usize = (FUEL_FLOOR as usize) * STACK_PER_FUEL + (2 << 20);
 /// Fuel tiers: a render gets the smallest `FUEL_FLOOR << k` that covers its
 /// budget (one environment per tier, made when first needed).
 const TIERS: usize = 40;
@@ -273,7 +277,33 @@ impl ChatTemplate {
     pub fn render_limited(&self, context: Value, limits: Limits) -> Result<String, RenderFailure> {
         let k = tier_of(limits.fuel);
         let stack = (tier_fuel(k) as usize).saturating_mul(STACK_PER_FUEL).saturating_add(1 << 20);
-        stacker::maybe_grow(stack, stack, || self.render_in_tier(context, limits, k))
+        if stacker::remaining_stack().is_some_and(|left| left >= stack) {
+            return self.render_in_tier(context, limits, k); // this thread's stack is deep enough
+        }
+        // A stack of its own. Reserving it can fail (an address-space limit):
+        // that is an error of this render, never a panic (the address space
+        // is tried first; a panic of the render itself goes on unwinding).
+        let no_stack = || {
+            Err(RenderFailure::Limit(format!(
+                "no memory for the render's stack ({} MiB of address space)",
+                stack >> 20
+            )))
+        };
+        if !address_space_for(stack) {
+            return no_stack();
+        }
+        let started = std::cell::Cell::new(false);
+        let run = std::panic::AssertUnwindSafe(|| {
+            stacker::grow(stack, || {
+                started.set(true);
+                self.render_in_tier(context, limits, k)
+            })
+        });
+        match std::panic::catch_unwind(run) {
+            Ok(out) => out,
+            Err(payload) if started.get() => std::panic::resume_unwind(payload),
+            Err(_) => no_stack(),
+        }
     }
 
     fn render_in_tier(&self, context: Value, limits: Limits, k: usize) -> Result<String, RenderFailure> {
@@ -315,6 +345,24 @@ impl ChatTemplate {
             }),
         }
     }
+}
+
+/// Whether `bytes` of address space can be had now (allocated and freed at
+/// once: an allocation this large is a fresh mapping, its pages never touched).
+fn address_space_for(bytes: usize) -> bool {
+    let Ok(layout) = std::alloc::Layout::from_size_align(bytes, 4096) else {
+        return false;
+    };
+    // SAFETY: a layout of non-zero size (`bytes` is at least a MiB); the
+    // block is freed with the same layout and never read or written.
+    unsafe {
+        let p = std::alloc::alloc(layout);
+        if p.is_null() {
+            return false;
+        }
+        std::alloc::dealloc(p, layout);
+    }
+    true
 }
 
 /// The render's output: refuses to grow past `limit`, and reports an
