@@ -137,8 +137,16 @@ class RoleTracker:
         found = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
         starts: list[int] = []
         roles: list[str] = []
-        for p in found.tolist():
-            marker = int(arr[p])
+        if not len(found):
+            return MessageTable(np.asarray(starts, dtype=np.int64), roles)
+        # every marker's id and the ids after it, read in one gather (not a slice per marker)
+        n = len(arr)
+        at = found[:, None] + 1 + np.arange(ROLE_PROBE_IDS)
+        probes = arr[np.minimum(at, n - 1)].tolist()
+        positions = found.tolist()
+        for p, marker, probe in zip(positions, arr[found].tolist(), probes):
+            if p + 1 + ROLE_PROBE_IDS > n:
+                probe = probe[: n - p - 1]  # the ids left before the end
             if marker in self.inner:
                 role = self.inner[marker]
                 if starts and int(arr[starts[-1]]) not in self.inner:
@@ -154,7 +162,6 @@ class RoleTracker:
                 roles.append(self.fixed[marker])
                 continue
             term = self.named[marker]
-            probe = arr[p + 1 : p + 1 + ROLE_PROBE_IDS].tolist()
             if isinstance(term, int):
                 if term in probe:
                     probe = probe[: probe.index(term)]
