@@ -8,7 +8,8 @@ agent's history. `python`: `tito_fast.testing.assemble_reference` (every call
 compared with every chain of its session, lists); `tito_fast_arrow`:
 `assemble()` on an Arrow table of the calls (uint32 list columns). The same
 chains are asserted. Sessions: `TITO_FAST_BENCH_FOREST_SESSIONS` (default
-1,000 at full size).
+1,000 at full size); ids a call adds: `TITO_FAST_BENCH_CALL_IDS` (default
+150; 15 makes 10,000 sessions fit this machine's memory as Python lists).
 """
 
 from __future__ import annotations
@@ -25,22 +26,25 @@ from tito_fast.chains.core import _Family
 from tito_fast.testing import assemble_reference as ref
 
 B, END = 100, 9
+#: Ids a call adds, scaled by `TITO_FAST_BENCH_CALL_IDS` (150 by default: a 60-id reply and an 88-id tool result).
+_SCALE = int(os.environ.get("TITO_FAST_BENCH_CALL_IDS", "150")) / 150
+_REPLY, _TOOL, _SYSTEM = max(4, round(60 * _SCALE)), max(4, round(88 * _SCALE)), max(4, round(40 * _SCALE))
 
 
 def _session(seed: int, calls: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(seed)
-    agents = [np.concatenate([[B, 200 + a], rng.integers(10, 50_000, 40), [B], rng.integers(10, 50_000, 60)]).astype(np.uint32) for a in range(3)]
+    agents = [np.concatenate([[B, 200 + a], rng.integers(10, 50_000, _SYSTEM), [B], rng.integers(10, 50_000, _REPLY)]).astype(np.uint32) for a in range(3)]
     out = []
     turn = [0, 0, 1, 1, 1, 0, 2, 2, 0, 0]  # who calls: the main agent, a sub-agent, back, the other one, back
     for k in range(calls):
         a = turn[k % len(turn)]
         prompt = np.append(agents[a], B).astype(np.uint32)
-        completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+        completion = np.append(rng.integers(10, 50_000, _REPLY), END).astype(np.uint32)
         out.append((prompt, completion, (-rng.random(len(completion))).astype(np.float32)))
         if k % 10 == 5:  # a retry: the agent goes on from the second attempt
-            completion = np.append(rng.integers(10, 50_000, 60), END).astype(np.uint32)
+            completion = np.append(rng.integers(10, 50_000, _REPLY), END).astype(np.uint32)
             out.append((prompt, completion, (-rng.random(len(completion))).astype(np.float32)))
-        agents[a] = np.concatenate([prompt, completion, [B], rng.integers(10, 50_000, 88)]).astype(np.uint32)
+        agents[a] = np.concatenate([prompt, completion, [B], rng.integers(10, 50_000, _TOOL)]).astype(np.uint32)
     return out
 
 
