@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tito_fast.score.dump import to_arrow, write_parquet
+from tito_fast.score.dump import row_sizes, to_arrow, write_parquet
 from tito_fast.score.ray import BatchScorer as RayScorer
 from tito_fast.score.ray import results_from_table, score_batch, summarize_table
 from tito_fast.score.run import run_score
@@ -36,6 +36,20 @@ def test_score_batch_in_process() -> None:
     single = run_score(DUMP, "fixture:qwen3", "qwen3", scorer=scorer).results[:6]
     assert [r.to_dict() for r in results] == [dict(r.to_dict(), source=f"row {i}") for i, r in enumerate(single)]
     assert len(bad) == 1
+
+
+def test_score_batch_refuses_a_row_over_the_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ray door bounds a row as the dump's line limit bounds a line: a bad
+    record `too_large`, its neighbours scored, never turned into Python objects."""
+    rows = _rows()
+    scorer = Scorer(fixtures.load_tokenizer("qwen3"), "qwen3")
+    table = to_arrow(rows[:3])
+    sizes = row_sizes(table).tolist()  # as the dump's limit counts a row
+    monkeypatch.setattr("tito_fast.score.ray.MAX_RECORD_BYTES", sorted(sizes)[1])  # the largest row is over it
+    out = score_batch(table, scorer)
+    big = sizes.index(max(sizes))
+    assert out.column("ok").to_pylist() == [i != big for i in range(3)]
+    assert "over the limit" in out.column("error").to_pylist()[big]
 
 
 def _alarm(signum: int, frame: Any) -> None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tito_fast import _deps
 from tito_fast.errors import DumpError
-from tito_fast.score.dump import BadRecord, record_from_row
+from tito_fast.score.dump import MAX_RECORD_BYTES, BadRecord, Record, record_from_row, row_sizes, too_large
 from tito_fast.score.results import COLUMNS, from_row, row, schema
 from tito_fast.score.run import build_scorer, score_one
 from tito_fast.score.scorer import Mode, SessionResult
@@ -39,14 +41,22 @@ def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0) -> An
     """
     pa = _deps.pyarrow()
 
-    cols = table.to_pydict()
-    missing = {"messages", "token_ids"} - set(cols)
+    missing = {"messages", "token_ids"} - set(table.column_names)
     if missing:
-        raise DumpError(f"the table has no column(s) {sorted(missing)}; its columns are {sorted(cols)}")
+        raise DumpError(f"the table has no column(s) {sorted(missing)}; its columns are {sorted(table.column_names)}")
+    # the dump's bound on a record, one owner: a row over it is a bad record, never turned into Python objects
+    sizes = row_sizes(table)
+    big = sizes > MAX_RECORD_BYTES
+    cols = (table.take(np.flatnonzero(~big)) if big.any() else table).to_pydict()
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+    j = 0
     for i in range(table.num_rows):
         source = f"row {row_offset + i}"
-        rec = record_from_row(source, str(row_offset + i), {k: v[i] for k, v in cols.items()}, json_strings=True)
+        if big[i]:
+            rec: Record | BadRecord = too_large(source, int(sizes[i]))
+        else:
+            rec = record_from_row(source, str(row_offset + i), {k: v[j] for k, v in cols.items()}, json_strings=True)
+            j += 1
         r = row(score_one(scorer, rec))
         for name in COLUMNS:
             out[name].append(r[name])
