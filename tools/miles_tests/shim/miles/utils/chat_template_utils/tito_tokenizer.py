@@ -17,12 +17,13 @@ from typing import Any
 from tito_fast.chat import families as _f
 from tito_fast.chat.render import template_of
 from tito_fast.errors import RenderError
+from tito_fast.chat import presets as _presets
 from tito_fast.chat import templates as _t
 
 _folders = _t._folders()
 TEMPLATE_DIR = _folders[0][0] if _folders else Path("templates")
 VALID_APPEND_ROLES: tuple[str, ...] = ("tool", "user", "system", "assistant")
-ALL_APPEND_ROLES: frozenset[str] = frozenset(VALID_APPEND_ROLES)
+ALL_APPEND_ROLES: frozenset[str] = _presets.ALL_ROLES
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,13 @@ class FixedTemplate:
     allowed_append_roles: frozenset[str] = ALL_APPEND_ROLES
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed_append_roles", frozenset(self.allowed_append_roles))
+        roles = frozenset(self.allowed_append_roles)
+        unknown = roles - ALL_APPEND_ROLES  # tito_fast's roles (presets.ALL_ROLES), in the words of Miles' record
+        if unknown:
+            raise ValueError(
+                f"Unknown FixedTemplate allowed_append_roles: {sorted(unknown)}; supported roles are {sorted(ALL_APPEND_ROLES)}"
+            )
+        object.__setattr__(self, "allowed_append_roles", roles)
 
 
 def _fixed(family: str) -> FixedTemplate:
