@@ -991,6 +991,18 @@ mod tests {
 
     const B: u32 = 100; // a block marker
 
+    /// The options of a test: the trim ids and their count, the realign window, the policies and the markers.
+    fn options(trim: &[u32], max_trim: usize, realign_window: usize, policy: [Policy; 4], boundary: &[u32]) -> Options {
+        Options {
+            trim: trim.to_vec(),
+            max_trim,
+            realign_window,
+            policy,
+            boundary: boundary.to_vec(),
+            drop_retries: false,
+        }
+    }
+
     /// A chain as written: ids, loss, logprobs, runs.
     #[derive(Debug)]
     struct Out {
@@ -1018,8 +1030,7 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
-        let opt =
-            Options { trim: vec![9], max_trim: 1, realign_window: 3, policy, boundary: vec![B], drop_retries: false };
+        let opt = options(&[9], 1, 3, policy, &[B]);
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         let f = flatten(&calls, vec![a.clone()], &[(0, calls.len())]).unwrap();
@@ -1149,14 +1160,7 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
-        let mut opt = Options {
-            trim: vec![],
-            max_trim: 0,
-            realign_window: 0,
-            policy: DEFAULT,
-            boundary: vec![B],
-            drop_retries: false,
-        };
+        let mut opt = options(&[], 0, 0, DEFAULT, &[B]);
         let all = assemble_session(&calls, &opt);
         assert_eq!((all.chains.len(), all.call_chain.as_slice()), (2, &[0, 0, 1, 1][..]));
         opt.drop_retries = true;
@@ -1180,14 +1184,7 @@ mod tests {
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let length = [false, true, false];
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &length, hint: &[] };
-        let opt = Options {
-            trim: vec![],
-            max_trim: 0,
-            realign_window: 3,
-            policy: DEFAULT,
-            boundary: vec![B],
-            drop_retries: false,
-        };
+        let opt = options(&[], 0, 3, DEFAULT, &[B]);
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         assert_eq!(a.call_chain, [0, 0, 1]);
@@ -1222,14 +1219,7 @@ mod tests {
         let lps = logprobs_of(&c);
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
-        let opt = Options {
-            trim: vec![9],
-            max_trim: 1,
-            realign_window: 3,
-            policy: DEFAULT,
-            boundary: vec![B],
-            drop_retries: false,
-        };
+        let opt = options(&[9], 1, 3, DEFAULT, &[B]);
         let a = assemble_session(&calls, &opt);
         check_session(&calls, &a).unwrap();
         assert_eq!(a.chains.len(), 20_001);
@@ -1246,14 +1236,7 @@ mod tests {
         let completions: [&[u32]; 2] = [&c, &c2];
         let lps: [&[f32]; 2] = [&lp, &[0.5]];
         let calls = Calls { prompts: &prompts, completions: &completions, logprobs: &lps, length: &[], hint: &[] };
-        let opt = Options {
-            trim: vec![],
-            max_trim: 0,
-            realign_window: 0,
-            policy: [Policy::Fork; 4],
-            boundary: vec![],
-            drop_retries: false,
-        };
+        let opt = options(&[], 0, 0, [Policy::Fork; 4], &[]);
         let good = assemble_session(&calls, &opt);
         assert!(check_session(&calls, &good).is_ok());
         assert!(flatten(&calls, vec![good.clone()], &[(0, 2)]).is_ok());
@@ -1309,14 +1292,7 @@ mod tests {
         let lp: Vec<&[f32]> = lps.iter().map(Vec::as_slice).collect();
         let calls = Calls { prompts: &p, completions: &c, logprobs: &lp, length: &[], hint: &[] };
         let sessions = [(0, 2), (2, 4)];
-        let opt = Options {
-            trim: vec![9],
-            max_trim: 1,
-            realign_window: 3,
-            policy: [Policy::Fork; 4],
-            boundary: vec![B],
-            drop_retries: false,
-        };
+        let opt = options(&[9], 1, 3, [Policy::Fork; 4], &[B]);
         // session 0: a new root (2 chains); session 1: one chain, its trim id replaced
         let done: Vec<Assembled> = assemble_many(&calls, &sessions, &opt).into_iter().map(Result::unwrap).collect();
         let f = flatten(&calls, done, &sessions).unwrap();
