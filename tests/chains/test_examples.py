@@ -172,3 +172,18 @@ def test_message_index_on_every_message_shape() -> None:
     table = tito.create_comparator().role_tracker.table(prompt)
     assert blocks.message_index[: len(prompt)].tolist() == (np.searchsorted(table.starts, np.arange(len(prompt)), side="right") - 1).tolist()
     assert blocks.message_index[-1] == len(table.starts) - 1  # the completion: in the generation prompt's block
+
+
+def test_the_forest_picture_in_the_docs_is_the_example() -> None:
+    """docs/assemble.md draws the example's sub-agent and retry sessions: the
+    picture is `forest_text` of the example capture, and the main agent
+    resumes its own chain after its sub-agent."""
+    from tito_fast.chains.output import forest_text
+
+    a = assemble(CALLS, tokenizer="fixture:qwen3", family="qwen3")
+    page = (ROOT / "docs" / "assemble.md").read_text(encoding="utf-8")
+    section = page.split("## Sessions as a forest", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    assert block == forest_text(a, "sub_agent-0") + "\n" + forest_text(a, "retry-0") + "\n"
+    groups = sorted(sorted(set(c.span_call.tolist())) for c in a.sessions["sub_agent-0"])
+    assert groups == [[0, 1, 3, 5, 6], [2, 4]]

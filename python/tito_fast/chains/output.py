@@ -80,6 +80,38 @@ def chains_table(assembly: Assembly) -> Any:
     )
 
 
+def forest_text(assembly: Assembly, session_id: str) -> str:
+    """Which calls form which chain of a session, as text: a line per chain
+    (its calls at their places, `.` where another chain has the call, its
+    parent and shared ids, its ids and sampled ids), then the session's
+    events. The picture in docs/assemble.md is this, for the example capture.
+
+    Example:
+        >>> from tito_fast import assemble
+        >>> a = assemble([{"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [3]},
+        ...               {"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [4]}])
+        >>> print(forest_text(a, "s"))
+        s  chain 0  calls 0 .  root                   3 ids, 1 sampled
+           chain 1  calls . 1  parent 0, 2 shared ids 3 ids, 1 sampled
+           events: 1 rollback
+    """
+    chains = assembly.sessions[session_id]
+    events = [e for e in assembly.events if e.session_id == session_id]
+    members = [sorted(set(c.span_call.tolist())) for c in chains]
+    calls = sorted({k for m in members for k in m} | {e.call_index for e in events})
+    width = max((len(str(k)) for k in calls), default=1)
+    grid = [" ".join(str(k).rjust(width) if k in set(m) else ".".rjust(width) for k in calls) for m in members]
+    trees = ["root" if c.parent is None else f"parent {c.parent}, {c.shared:,} shared ids" for c in chains]
+    tree_w = max(map(len, trees), default=4)
+    pad = " " * len(session_id)
+    lines = [
+        f"{session_id if i == 0 else pad}  chain {c.index}  calls {grid[i]}  {trees[i].ljust(tree_w)} {len(c):,} ids, {c.sampled:,} sampled"
+        for i, c in enumerate(chains)
+    ]
+    lines.append(f"{pad}  events: " + (", ".join(f"{e.call_index} {e.kind}" for e in events) or "none"))
+    return "\n".join(lines)
+
+
 def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
     """The summary, the events and the bad records as JSON-ready values."""
     out: dict[str, Any] = {"summary": assembly.summary.to_dict()}
@@ -92,7 +124,8 @@ def summary_json(assembly: Assembly, *, events: bool = True) -> dict[str, Any]:
 def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source: str = "", tokenizer: bool = True) -> str:
     """A self-contained HTML page: a plain-words verdict, the summary, chains
     per session, where forks happen (by cause, and by call), the share of
-    sampled ids delivered, the events and a legend of their kinds.
+    sampled ids delivered, the events, the forests (`forest_text` of the
+    sessions with more than one chain) and a legend of the event kinds.
     `tokenizer`: whether the assembly had one (else a note says what that changes)."""
     from tito_fast.score.report import CSS, bar_chart, column_chart
 
@@ -133,7 +166,14 @@ def html_report(assembly: Assembly, *, title: str = "tito-fast assemble", source
             f"<td>{ev.chain} → {ev.to_chain}</td><td>{ev.position:,}</td><td>{e(where)}</td><td>{e(ev.diagnosis or '')}</td>"
             f"<td>{ev.removed} / {ev.masked} / {ev.dropped}</td></tr>"
         )
-    out.append("</table><h2>Event kinds</h2><table>")
+    out.append("</table>")
+    forests = [sid for sid, cs in assembly.sessions.items() if len(cs) > 1]
+    if forests:
+        out.append(f"<h2>Forests ({len(forests):,} sessions with more than one chain{', the first 50' if len(forests) > 50 else ''})</h2>")
+        out.append("<p class='meta'>Which calls form which chain: a chain's calls at their places (. where another chain has the call), "
+                   "the chain it branched off and the ids it shares with it.</p>")  # fmt: skip
+        out.append("<pre>" + e("\n".join(forest_text(assembly, sid) for sid in forests[:50])) + "</pre>")
+    out.append("<h2>Event kinds</h2><table>")
     for kind in KINDS:
         out.append(f"<tr><th>{e(kind)}</th><td>{e(KIND_LEGEND[kind])}</td></tr>")
     out.append("</table>")
