@@ -11,9 +11,10 @@ Example:
     ...     batch_format="pyarrow", concurrency=4, num_cpus=1)
     >>> chains.write_parquet("chains/")  # doctest: +SKIP
 
-The output rows are the chains (`session_id`, `chain`, `open`, `ids`,
-`loss_mask`, `logprobs`, `call_index`, as `tito-fast assemble --out`); a
-batch with a bad record raises `CallsError` (Ray reports it with the row).
+The output rows are the chains (`session_id`, `chain`, `open`, `parent`,
+`shared`, `ids`, `loss_mask`, `logprobs`, `call_index`, as `tito-fast
+assemble --out`); a batch with a bad record raises `CallsError` (Ray reports
+it with the row). `leaves` and `matcher` are `assemble`'s.
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ def assemble_table(
     policy: Any = None,
     realign_window: int = DEFAULT_REALIGN_WINDOW,
     threads: int | None = 1,
+    leaves: str = "all",
+    matcher: str | None = None,
 ) -> Any:
     """The chains of the calls in `table` (a pyarrow Table of capture records,
     every session's calls all in it), one output row per chain. The ids are
     read in place from the list columns (the columnar path of `assemble`)."""
-    a = assemble(table, tokenizer=tokenizer, family=family, policy=policy, realign_window=realign_window, threads=threads)
+    a = assemble(
+        table, tokenizer=tokenizer, family=family, policy=policy, realign_window=realign_window, threads=threads,
+        leaves=leaves, matcher=matcher,
+    )  # fmt: skip
     return chains_table(a)
 
 
@@ -46,13 +52,15 @@ class BatchAssembler:
     the actors in parallel)."""
 
     def __init__(self, tokenizer: str | None = None, family: str | None = None, policy: Any = None,
-                 realign_window: int = DEFAULT_REALIGN_WINDOW) -> None:  # fmt: skip
+                 realign_window: int = DEFAULT_REALIGN_WINDOW, leaves: str = "all", matcher: str | None = None) -> None:  # fmt: skip
         from tito_fast.tokenizer.load import load_tokenizer
 
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None
         self.family, self.policy, self.realign_window = family, policy, realign_window
+        self.leaves, self.matcher = leaves, matcher
 
     def __call__(self, batch: Any) -> Any:
         return assemble_table(
-            batch, tokenizer=self.tokenizer, family=self.family, policy=self.policy, realign_window=self.realign_window
-        )
+            batch, tokenizer=self.tokenizer, family=self.family, policy=self.policy, realign_window=self.realign_window,
+            leaves=self.leaves, matcher=self.matcher,
+        )  # fmt: skip
