@@ -93,3 +93,8 @@ def bench_forest(benchmark: Any, full_size: bool, impl: str, monkeypatch: pytest
         assert [(c.parent, c.shared) for c in a.sessions[f"s{s}"]] == [(c["parent"], c["shared"]) for c in want["chains"]]
     # each agent keeps its chain: main, two sub-agents, and the retries' branches
     assert a.summary.chains == n * (3 + calls // 10)
+    # the packed form: each chain from where it parts from its parent, a shared prefix once
+    packed = a.packed()
+    full = sum(len(c) for c in a.chains())
+    assert len(packed.ids) == sum(len(c) - c.shared for c in a.chains())
+    benchmark.extra_info.update(ids=full, packed_ids=len(packed.ids))
