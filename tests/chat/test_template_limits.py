@@ -55,7 +55,7 @@ def _in_child(code: str, gib: int = 3) -> subprocess.CompletedProcess[str]:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    env = dict(os.environ)  # tito_fast as this interpreter has it (installed or editable), not the checkout's sources
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env, preexec_fn=cap)
 
 
@@ -185,7 +185,6 @@ def _run(*args: str, cwd: Path) -> tuple[int, str, str]:
         resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERS_")}
-    env["PYTHONPATH"] = str(ROOT / "python")
     out = subprocess.run(
         [sys.executable, "-m", "tito_fast", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
         preexec_fn=cap,
