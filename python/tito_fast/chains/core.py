@@ -6,13 +6,13 @@ import bisect
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain as concat
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -275,6 +275,58 @@ class Event:
         return dict(vars(self))
 
 
+class Events(Sequence[Event]):
+    """An assembly's events, in order: each made into an `Event` when first
+    read (its message, role and diagnosis then too) and kept. An assembly of
+    millions of calls holds them as the matching's arrays, not as objects.
+
+    Example:
+        >>> from tito_fast import assemble
+        >>> a = assemble([{"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [3]},
+        ...               {"session_id": "s", "prompt_ids": [1, 2], "completion_ids": [4]}])
+        >>> len(a.events), a.events[0].kind
+        (1, 'rollback')
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[Callable[[int], Event]] = []
+        self._starts: list[int] = [0]
+        self._made: dict[int, Event] = {}
+
+    def add(self, count: int, make: Callable[[int], Event]) -> None:
+        """`count` more events; `make(k)` makes the part's k-th (the assembly's own use)."""
+        if count:
+            self._parts.append(make)
+            self._starts.append(self._starts[-1] + count)
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("event index out of range")
+        ev = self._made.get(i)
+        if ev is None:
+            part = bisect.bisect_right(self._starts, i) - 1
+            ev = self._made[i] = self._parts[part](i - self._starts[part])
+        return ev
+
+    def __iter__(self) -> Iterator[Event]:
+        return (self[k] for k in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Events({len(self):,})"
+
+
 @dataclass
 class AssemblySummary:
     """What an assembly delivered."""
@@ -344,7 +396,7 @@ class Assembly:
     events, the bad records and the summary."""
 
     sessions: dict[str, list[Chain]]
-    events: list[Event]
+    events: Events
     bad: list[BadCall]
     summary: AssemblySummary
 
@@ -571,9 +623,10 @@ def _object_batch(sessions: Sessions, matcher: str | None = None) -> _Batch:
     index = list(map(attrgetter("call_index"), calls))
     if None in index:  # a call without one: its place in its session
         index = [c.call_index if c.call_index is not None else k for cs in sessions.calls for k, c in enumerate(cs)]
+    sources = list(map(attrgetter("source"), calls))  # the events keep these, never the calls
     return _Batch(
         sessions.ids, list(map(len, sessions.calls)), np.asarray(index, dtype=np.int64), args,
-        lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, lambda g: calls[g].source, sum(map(len, args["completion"])),
+        lambda g: calls[g].prompt_ids, lambda g: calls[g].completion_ids, sources.__getitem__, sum(map(len, args["completion"])),
         requests.__getitem__,
     )  # fmt: skip
 
@@ -898,7 +951,8 @@ def _table_hints(messages_col: Any, response_col: Any, rows: np.ndarray, counts:
     )  # fmt: skip
 
 
-def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], list[Event]]:
+def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], int, Callable[[int], Event]]:
+    """The batch's chains, and its events as a count and a maker (`Events`)."""
     chain_off = out["chain_offsets"].tolist()
     span_off = out["span_offsets"].tolist()
     chain_session = out["chain_session"].tolist()
@@ -918,25 +972,31 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
         by_session[sid].append(
             Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch.messages, lc, local)
         )
-    events: list[Event] = []
     if not len(out["event_call"]):
-        return by_session, events
+        return by_session, 0, lambda k: None  # type: ignore[return-value]
     call_chain = out["call_chain"]
     session_start = np.concatenate([[0], np.cumsum(batch.counts)]).astype(np.int64)
     session_of_call = np.repeat(np.arange(len(batch.ids)), batch.counts)
     cols = {k: out[f"event_{k}"].tolist() for k in ("call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped")}
     ev_session = session_of_call[out["event_call"]].tolist()
     ev_index = batch.call_index[out["event_call"]].tolist()
-    for k, g_call in enumerate(cols["call"]):
+
+    sids, source = batch.ids, batch.source  # what a plain event reads: never the calls' ids
+
+    def plain(k: int) -> Event:
         s = ev_session[k]
         base = first_chain[s] if chain_session and chain_session[first_chain[s]] == s else 0
         kind = KINDS[cols["kind"][k]]
-        chain_g, to_g, pos = cols["chain"][k], cols["to_chain"][k], cols["position"][k]
-        ev = Event(
-            batch.ids[s], ev_index[k], kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
-            None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, pos,
-            cols["removed"][k], cols["masked"][k], cols["dropped"][k], source=batch.source(g_call),
+        chain_g, to_g = cols["chain"][k], cols["to_chain"][k]
+        return Event(
+            sids[s], ev_index[k], kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
+            None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, cols["position"][k],
+            cols["removed"][k], cols["masked"][k], cols["dropped"][k], source=source(cols["call"][k]),
         )  # fmt: skip
+
+    def make(k: int) -> Event:
+        ev = plain(k)
+        g_call, s, kind, chain_g, pos = cols["call"][k], ev_session[k], ev.kind, cols["chain"][k], ev.position
         if chain_g >= 0 and fam.tracker is not None:
             lo = int(session_start[s])
             before = np.flatnonzero(call_chain[lo:g_call] == chain_g)
@@ -948,24 +1008,45 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
                 ev.message_index, ev.role = int(index[0]), role[0]
                 if kind in ("seam_drift", "rewrite", "new_root"):
                     ev.diagnosis = _diagnosis(fam, old, batch.prompt(g_call), pos, seam=kind == "seam_drift")
-        events.append(ev)
-    return by_session, events
+        return ev
+
+    if fam.tracker is not None:  # messages and diagnoses read the calls' ids: made now, so the input is not kept
+        made = [make(k) for k in range(len(cols["call"]))]
+        return by_session, len(made), made.__getitem__
+    return by_session, len(cols["call"]), plain
+
+
+class _Tally:
+    """Event counts by kind, from the matching's arrays (no `Event` made)."""
+
+    def __init__(self) -> None:
+        self.masked: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self.forks: Counter[str] = Counter()
+        self.kinds: Counter[str] = Counter()
+
+    def add(self, out: dict[str, np.ndarray]) -> None:
+        kind, policy = out["event_kind"], out["event_policy"]
+        if not len(kind):
+            return
+        fork = POLICIES.index("fork")
+        for code, name in enumerate(KINDS):
+            at = kind == code
+            if not at.any():
+                continue
+            self.kinds[name] += int(at.sum())
+            if (m := int(out["event_masked"][at].sum())):
+                self.masked[name] += m
+            if (d := int(out["event_dropped"][at].sum())):
+                self.dropped[name] += d
+            if name != "extend" and (f := int((policy[at] == fork).sum())):
+                self.forks[name] += f
 
 
 def _summary(
-    sessions: dict[str, list[Chain]], events: list[Event], calls: int, sampled: int, delivered: int, bad: int,
+    sessions: dict[str, list[Chain]], tally: _Tally, calls: int, sampled: int, delivered: int, bad: int,
     policy: Mapping[str, str], window: int,
 ) -> AssemblySummary:  # fmt: skip
-    masked: Counter[str] = Counter()
-    dropped: Counter[str] = Counter()
-    forks: Counter[str] = Counter()
-    for e in events:
-        if e.masked:
-            masked[e.kind] += e.masked
-        if e.dropped:
-            dropped[e.kind] += e.dropped
-        if e.policy == "fork":
-            forks[e.kind] += 1
     return AssemblySummary(
         sessions=len(sessions),
         calls=calls,
@@ -973,10 +1054,10 @@ def _summary(
         chains_per_session=dict(Counter(len(cs) for cs in sessions.values())),
         sampled_ids=sampled,
         delivered_ids=delivered,
-        masked_by_cause=dict(masked),
-        dropped_by_cause=dict(dropped),
-        forks_by_cause=dict(forks),
-        events_by_kind=dict(Counter(e.kind for e in events)),
+        masked_by_cause=dict(tally.masked),
+        dropped_by_cause=dict(tally.dropped),
+        forks_by_cause=dict(tally.forks),
+        events_by_kind=dict(tally.kinds),
         bad_records=bad,
         policy=dict(policy),
         realign_window=window,
@@ -988,9 +1069,10 @@ BATCH_SESSIONS = 2048
 
 
 def _run(
-    batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None, leaves: str = "all"
-) -> tuple[dict[str, list[Chain]], list[Event], int]:
-    """The Rust matching of one batch: its chains, events and ids delivered with loss 1."""
+    batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None, leaves: str, tally: _Tally
+) -> tuple[dict[str, list[Chain]], int, Callable[[int], Event], int]:
+    """The Rust matching of one batch: its chains, its events (a count and a
+    maker, counted into `tally`) and the ids delivered with loss 1."""
     a = batch.args
     hints = a.get("hints")
     if callable(hints):
@@ -1007,6 +1089,7 @@ def _run(
     paused = gc.isenabled()
     gc.disable()
     try:
+        tally.add(out)
         return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
     finally:
         if paused:
@@ -1129,16 +1212,17 @@ def _assemble_batches(
     threads: int | None, progress: Callable[[int, int], None] | None, leaves: str = "all",
 ) -> Assembly:  # fmt: skip
     by_session: dict[str, list[Chain]] = {}
-    events: list[Event] = []
+    events = Events()
+    tally = _Tally()
     n_calls = sampled = delivered = done = 0
     for batch in batches:
-        chains, evs, got = _run(batch, fam, pol, window, threads, leaves)
+        chains, count, make, got = _run(batch, fam, pol, window, threads, leaves, tally)
         n_calls += len(batch.call_index)
         sampled += batch.sampled
         delivered += got
         by_session.update(chains)
-        events.extend(evs)
+        events.add(count, make)
         done += len(batch.ids)
         if progress is not None:
             progress(done, total)
-    return Assembly(by_session, events, bad, _summary(by_session, events, n_calls, sampled, delivered, len(bad), pol, window))
+    return Assembly(by_session, events, bad, _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window))
