@@ -79,7 +79,9 @@ def forest_log(seed: int, turns: int) -> tuple[list[dict[str, Any]], list[int], 
         if me.ended:
             calls[-1]["finish_reason"] = "length"
         if move == "retry" and not me.ended:  # the same prompt again; the agent goes on from the retry
-            completion = [*_text(rng, rng.randrange(1, 5)), 11, END]  # differs from the first try
+            # differs from the first try from its first id on (99: no text id is), so the first
+            # try's chain, less its trailing END, is never a prefix of a later prompt of this agent
+            completion = [99, *_text(rng, rng.randrange(0, 4)), END]
             calls.append({"prompt_ids": prompt, "completion_ids": completion, "finish_reason": "stop"})
             old, me.chain, n_chains = me.chain, n_chains, n_chains + 1
             parent[me.chain] = old
