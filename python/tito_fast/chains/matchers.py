@@ -54,11 +54,11 @@ from tito_fast.chat.messages import MATCHERS as BUILTIN_MATCHERS
 from tito_fast.chat.messages import message_key
 
 #: The matchers `assemble(matcher=...)` and `tito-fast assemble --matcher` take.
-MATCHERS = ("strict", "loose_tool_call", "role_content_only")
+MATCHERS: tuple[str, ...] = tuple(BUILTIN_MATCHERS)  # chat.messages' built-in matchers, by name
 
 Message = dict[str, Any]
 
-_PAIRWISE: dict[str, Callable[[Message, Message], bool]] = {name: BUILTIN_MATCHERS[name] for name in MATCHERS}
+_PAIRWISE: dict[str, Callable[[Message, Message], bool]] = dict(BUILTIN_MATCHERS)
 
 
 def extends(stored_messages: Sequence[Message], new_messages: Sequence[Message], matcher: str = "strict") -> bool:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tito_fast._core import __version__
+from tito_fast.chat.messages import MATCHERS as MESSAGE_MATCHERS
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.chat.templates import FIXED_TEMPLATES, find_by_name
 from tito_fast.cli.demo import print_summary, run_demo
@@ -184,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
         help="one chain per leaf of each session's forest (all, the default), or drop the attempts a retry superseded",
     )  # fmt: skip
     asm.add_argument(
-        "--matcher", choices=["strict", "loose_tool_call", "role_content_only"], default=None,
+        "--matcher", choices=list(MESSAGE_MATCHERS), default=None,
         help="classify a call whose ids extend no chain against the call whose messages it extends, by this message matcher",
     )
     asm.add_argument("--packed", action="store_true", help="write --out (.parquet) in packed form: each shared prefix once")
