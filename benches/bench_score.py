@@ -44,14 +44,16 @@ def _scorer() -> Scorer:
     return Scorer(tokenizer(), "qwen3", mode="fast")
 
 
-def _dump(path: Path, n: int, turns: int) -> Path:
+def _dump(path: Path, n: int, turns: int, faults: float = 0.3) -> Path:
+    """`n` sessions of `turns` turns, a share `faults` of them with a planted
+    fault (half a changed tool output, half a re-spaced tool call)."""
     sc = _scorer()
     rng = random.Random(0)
     rows = []
     for i in range(n):
         msgs = agent_session(turns, seed=i)
         text = sc.tito.apply_chat_template(msgs, add_generation_prompt=False, tools=TOOLS)
-        fault = rng.random()
+        fault = rng.random() * 0.3 / faults if faults else 1.0
         if fault < 0.15:
             text = re.sub(r"(<tool_response>\n)(\S+)", r"\1CHANGED", text, count=1)
         elif fault < 0.3:
@@ -153,14 +155,33 @@ def bench_score(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: py
     assert any(lists) and not all(lists)
 
 
-_DUMPS: dict[tuple[int, int], Path] = {}
+@pytest.mark.parametrize("impl", ["tito_fast_clean", "tito_fast_differing"])
+def bench_score_differing(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """What a differing session costs against a clean one: the same sessions,
+    none or every one with a planted fault, scored on one thread (the native
+    check, then the diagnosis of each differing session in the record's terms:
+    kind, message, role, turn); `× tito_fast` of the differing row is the ratio."""
+    n = int(os.environ.get("TITO_FAST_BENCH_SESSIONS", "1000")) // 2 if full_size else 4
+    turns = 50 if full_size else 3
+    faults = 1.0 if impl == "tito_fast_differing" else 0.0
+    path = _cached_dump(tmp_path_factory, n, turns, faults)
+    benchmark.group = f"score per session, clean vs differing ({n} Qwen3 sessions of {turns} turns, 1 thread)"
+    benchmark.extra_info["sessions"] = n
+    scorer = _full_scorer()
+    run = benchmark.pedantic(lambda: run_score(path, threads=1, scorer=scorer), rounds=3, iterations=1)
+    differing = sum(1 for r in run.results if r.mismatches or r.items)
+    assert differing == (n if faults else 0)
+    assert all(i.message_index >= 0 for r in run.results for i in r.items)  # every difference placed in a message
+
+
+_DUMPS: dict[tuple[int, int, float], Path] = {}
 _LISTS: dict[Path, list[list[dict[str, Any]]]] = {}
 
 
-def _cached_dump(factory: pytest.TempPathFactory, n: int, turns: int) -> Path:
-    if (n, turns) not in _DUMPS:
-        _DUMPS[(n, turns)] = _dump(factory.mktemp("score") / "dump.jsonl", n, turns)
-    return _DUMPS[(n, turns)]
+def _cached_dump(factory: pytest.TempPathFactory, n: int, turns: int, faults: float = 0.3) -> Path:
+    if (n, turns, faults) not in _DUMPS:
+        _DUMPS[(n, turns, faults)] = _dump(factory.mktemp("score") / "dump.jsonl", n, turns, faults)
+    return _DUMPS[(n, turns, faults)]
 
 
 def _expected_lists(path: Path) -> list[list[dict[str, Any]]]:

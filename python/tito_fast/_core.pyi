@@ -40,6 +40,7 @@ __all__ = [
     "BpeEncoder",
     "NativeTemplate",
     "SessionChecker",
+    "CheckedSession",
     "TemplateRenderError",
     "TemplateLimitError",
     "read_dump_lines",
@@ -635,6 +636,36 @@ class NativeTemplate:
         """Every context rendered and encoded (None: the encoder does not cover that text)."""
 
 @final
+class CheckedSession:
+    """A session the native check found differing from its render: what the
+    diagnosis needs of its record (never converted whole), and the renders of its
+    message prefixes as the check rendered the whole (same normalised messages,
+    tools and variables), for `compare.messages.MessageBounds`. Made by
+    `SessionChecker.check_lines`.
+
+    Example:
+        >>> session = checker.check_lines([line])[0][4]  # doctest: +SKIP
+        >>> session.render_prefix(1)  # doctest: +SKIP
+        b'<|im_start|>system\\nYou are a coding agent.<|im_end|>\\n'
+    """
+
+    @property
+    def session_id(self) -> str | None:
+        """The record's session_id (None: it has none)."""
+    @property
+    def roles(self) -> list[str]:
+        """Each message's role."""
+    @property
+    def turns(self) -> int:
+        """How many assistant messages."""
+    @property
+    def metadata(self) -> Any:
+        """The record's metadata as json.loads gives it."""
+    def render_prefix(self, k: int, *, then_user: str | None = None) -> bytes:
+        """The render (UTF-8 bytes) of the first `k` messages, then a user message
+        holding `then_user` when given. Raises `TemplateRenderError` / `TemplateLimitError`."""
+
+@final
 class SessionChecker:
     """The session check of `tito-fast score` for JSONL dump lines, in Rust:
     each line is parsed, validated, normalised as `tito_fast.chat.render`
@@ -666,12 +697,14 @@ class SessionChecker:
     ) -> list[
         tuple[str, str | None, int, int, str | None]
         | tuple[str, str, str | None, str]
-        | tuple[str, str, npt.NDArray[np.uint32], npt.NDArray[np.uint32]]
+        | tuple[str, bytes, npt.NDArray[np.uint32], npt.NDArray[np.uint32], CheckedSession]
         | None
     ]:
         """Per line: None (Python path), ("bad", reason, session_id) (the one reader's
         verdict), ("clean", session_id, turns, num_ids, metadata JSON) or ("differs",
-        text, expected ids, session ids) (the render and its ids)."""
+        text, expected ids, session ids, session): the render (UTF-8 bytes), its ids,
+        the session's ids, and a `CheckedSession` (what the diagnosis needs of the record; it renders
+        the message prefixes)."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""
 

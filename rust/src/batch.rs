@@ -32,7 +32,12 @@ pub enum BatchError {
 /// The pools belong to the process that built them: a child made by
 /// `fork()` (the score job's workers on Linux) inherits them without their
 /// threads, so a child builds its own and never touches the inherited ones.
-type Pools = Mutex<(u32, Vec<(usize, Arc<rayon::ThreadPool>)>)>;
+type Pools = Mutex<(u32, Vec<(PoolKey, Arc<rayon::ThreadPool>)>)>;
+
+/// A pool's size, and whether it runs single renders ([`on_render_thread`]):
+/// those get pools of their own, so that a render asked for by one thread
+/// never waits behind a batch another thread runs.
+type PoolKey = (usize, bool);
 
 /// Pools kept alive at once.
 pub const MAX_POOLS: usize = 4;
@@ -52,9 +57,10 @@ pub fn pool_size(threads: usize) -> usize {
     threads.clamp(1, cores().clamp(1, MAX_THREADS))
 }
 
-fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
+fn pool(threads: usize, renders: bool) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuildError> {
     static POOLS: OnceLock<Pools> = OnceLock::new();
     let threads = pool_size(threads);
+    let key = (threads, renders);
     let pools = POOLS.get_or_init(|| Mutex::new((std::process::id(), Vec::new())));
     let mut guard = pools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if guard.0 != std::process::id() {
@@ -64,7 +70,7 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
         guard.0 = std::process::id();
     }
     let pools = &mut guard.1;
-    if let Some(i) = pools.iter().position(|(n, _)| *n == threads) {
+    if let Some(i) = pools.iter().position(|(k, _)| *k == key) {
         let entry = pools.remove(i);
         let p = Arc::clone(&entry.1);
         pools.push(entry); // most recently used last
@@ -73,14 +79,14 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
     let p = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
-            .thread_name(|i| format!("tito-fast-{i}"))
+            .thread_name(move |i| if renders { format!("tito-fast-render-{i}") } else { format!("tito-fast-{i}") })
             .stack_size(crate::template::RENDER_STACK)
             .build()?,
     );
     if pools.len() >= MAX_POOLS {
         pools.remove(0);
     }
-    pools.push((threads, Arc::clone(&p)));
+    pools.push((key, Arc::clone(&p)));
     Ok(p)
 }
 
@@ -88,9 +94,23 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, rayon::ThreadPoolBuild
 /// pool of `n` threads, at most one per core ([`pool_size`]); pools are
 /// kept for reuse (per process: see [`Pools`]).
 pub fn with_threads<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
-    match pool(threads.unwrap_or_else(cores)) {
+    match pool(threads.unwrap_or_else(cores), false) {
         Ok(p) => p.install(f),
         // A pool that cannot be built (no threads left): run here.
+        Err(_) => f(),
+    }
+}
+
+/// Run one render `f` of a session's diagnosis on a thread whose stack is
+/// deep enough for most renders (`template::RENDER_STACK`), kept for those
+/// renders: never behind a batch that runs on the other pools (the score
+/// job diagnoses one session while the check of the next batch runs). One
+/// thread: a render asked for while another runs waits for it, and no idle
+/// worker spins; it is made on the first differing session (its stack is
+/// reserved then, not by a run that has none).
+pub fn on_render_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match pool(1, true) {
+        Ok(p) => p.install(f),
         Err(_) => f(),
     }
 }

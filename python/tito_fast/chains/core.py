@@ -567,7 +567,7 @@ def _message_map(fam: _Family, request: _Request, prompt: np.ndarray) -> tuple[n
     except Exception:  # the template refuses this request: the rendered blocks name the messages
         return None
     markers = [fam.comparator.decode([i]).encode("utf-8") for i in fam.boundary]
-    openers = [fam.comparator.decode([i]).encode("utf-8") for i in (*fam.tracker.fixed, *fam.tracker.named)]
+    openers = fam.tracker.openers
     role0 = str(messages[0].get("role", ""))
     bounds = MessageBounds(
         lambda k: render(messages[:k], tools), n, full, openers=openers, first_role=role0,

@@ -52,13 +52,13 @@ class MessageBounds:
 
     def __init__(
         self,
-        render_prefix: Callable[[int], str],
+        render_prefix: Callable[[int], str | bytes],
         n: int,
         text: bytes,
         *,
         openers: list[bytes] | None = None,
         first_role: str | None = None,
-        render_history: Callable[[int], str] | None = None,
+        render_history: Callable[[int], str | bytes] | None = None,
     ) -> None:
         """`openers`: the strings that open a rendered message block (the
         template's role markers) and `first_role` the first message's role:
@@ -164,9 +164,10 @@ def history_messages(messages: list[dict[str, Any]], k: int) -> list[dict[str, A
     return [*messages[:k], {"role": "user", "content": SENTINEL}]
 
 
-def _render_or_none(render: Callable[[int], str], k: int) -> bytes | None:
+def _render_or_none(render: Callable[[int], str | bytes], k: int) -> bytes | None:
     try:
-        return render(k).encode("utf-8")
+        out = render(k)
+        return out if isinstance(out, bytes) else out.encode("utf-8")
     except Exception:  # e.g. a template that needs a user message first
         return None
 
@@ -217,10 +218,9 @@ def id_offsets(vocab: Vocab | None, ids: np.ndarray, text_len: int) -> np.ndarra
     or `ids` do not decode to `text_len` bytes (an id outside the table: None)."""
     if vocab is None or not vocab.byte_exact or not len(ids):
         return None
-    wide = ids.astype(np.int64)
-    if int(wide.max()) + 1 >= len(vocab.offsets):  # a captured id outside the vocabulary has no bytes
+    if int(ids.max()) >= vocab.size:  # a captured id outside the vocabulary has no bytes
         return None
-    ends = np.cumsum(vocab.offsets[wide + 1].astype(np.int64) - vocab.offsets[wide].astype(np.int64))
+    ends = np.cumsum(vocab.lengths[ids])
     if int(ends[-1]) != text_len:
         return None
     return np.concatenate([[0], ends])

@@ -107,6 +107,7 @@ class RoleTracker:
         # `decode(ids) -> str`: the comparator's (byte table first) when given.
         self._decode = decode if decode is not None else (lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False)))
         self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
+        self._headers: dict[tuple[Any, ...], bool] = {}  # (role, a block's short header ids...) -> only a header
         self.fixed: dict[int, str] = {}
         self.named: dict[int, str | int] = {}
         self.inner: dict[int, str] = {}
@@ -122,6 +123,15 @@ class RoleTracker:
                     term_id = token_id(tokenizer, term) if len(term) > 1 else None
                     self.named[tid] = term_id if term_id is not None else term
         self.markers = np.array(sorted(self.fixed) + sorted(self.named) + sorted(self.inner), dtype=np.int64)
+        self._openers: list[bytes] | None = None
+
+    @property
+    def openers(self) -> list[bytes]:
+        """The UTF-8 text of each marker that opens a message block (fixed and
+        named, not inner): what `compare.messages.MessageBounds` looks for."""
+        if self._openers is None:
+            self._openers = [self._decode([i]).encode("utf-8") for i in (*self.fixed, *self.named)]
+        return self._openers
 
     @staticmethod
     def detect(tokenizer: Any) -> RoleScheme | None:
@@ -144,35 +154,57 @@ class RoleTracker:
         at = found[:, None] + 1 + np.arange(ROLE_PROBE_IDS)
         probes = arr[np.minimum(at, n - 1)].tolist()
         positions = found.tolist()
+        inner, fixed, named, known = self.inner, self.fixed, self.named, self._roles
+        last, last_probe = -1, probes[0]  # the marker of the last block started, and the ids after it
         for p, marker, probe in zip(positions, arr[found].tolist(), probes):
             if p + 1 + ROLE_PROBE_IDS > n:
                 probe = probe[: n - p - 1]  # the ids left before the end
-            if marker in self.inner:
-                role = self.inner[marker]
-                if starts and int(arr[starts[-1]]) not in self.inner:
-                    header = self._decode(arr[starts[-1] + 1 : p].tolist()).strip().lower()
-                    if header in ("", roles[-1], *(k for k, v in ALIASES.items() if v == roles[-1])):
+            if marker in inner:
+                role = inner[marker]
+                if starts and last not in inner:
+                    s0 = starts[-1] + 1
+                    header = last_probe[: p - s0] if p - s0 <= ROLE_PROBE_IDS else arr[s0:p].tolist()
+                    if self._holds_only_header(header, roles[-1]):
                         roles[-1] = role  # the block holds nothing but this message
                         continue
                 starts.append(p)
                 roles.append(role)
+                last, last_probe = marker, probe
                 continue
             starts.append(p)
-            if marker in self.fixed:
-                roles.append(self.fixed[marker])
+            last, last_probe = marker, probe
+            if marker in fixed:
+                roles.append(fixed[marker])
                 continue
-            term = self.named[marker]
+            term = named[marker]
             if isinstance(term, int):
                 if term in probe:
                     probe = probe[: probe.index(term)]
                 key = (marker, *probe)
-                cached = self._roles.get(key)
+                cached = known.get(key)
                 if cached is None:
-                    cached = self._roles[key] = _normalise_role(self._decode(probe))
+                    cached = known[key] = _normalise_role(self._decode(probe))
                 roles.append(cached)
             else:
-                roles.append(self._named_role(marker, probe, term))
+                # most role names and their terminator are one or two ids
+                cached = known.get((marker, *probe[:2])) if len(probe) > 1 else None
+                if cached is None:
+                    cached = known.get((marker, probe[0])) if probe else None
+                roles.append(cached if cached is not None else self._named_role(marker, probe, term))
         return MessageTable(np.asarray(starts, dtype=np.int64), roles)
+
+    def _holds_only_header(self, ids: list[int], role: str) -> bool:
+        """Whether `ids` (a block's ids after its marker) are nothing but the
+        header of a block of `role` (its name, or an alias); cached by the
+        role and ids for short headers."""
+        key = (role, *ids) if len(ids) <= ROLE_PROBE_IDS else None
+        got = self._headers.get(key) if key is not None else None
+        if got is None:
+            header = self._decode(ids).strip().lower()
+            got = header in ("", role, *(k for k, v in ALIASES.items() if v == role))
+            if key is not None:
+                self._headers[key] = got
+        return got
 
     def _named_role(self, marker: int, probe: list[int], term: str) -> str:
         """The role a marker names before the text `term` (decoded from

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast._core import json_loads
+from tito_fast._core import CheckedSession, json_loads
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.errors import (
@@ -83,12 +83,11 @@ def build_scorer(
     )  # fmt: skip
 
 
-def score_one(scorer: Scorer, rec: Record | BadRecord, rendered: tuple[str, Any] | None = None) -> SessionResult | BadRecord:
-    """A result, or the record's problem as a `BadRecord` (never raises for bad data);
-    `rendered`: the render and its ids, when the native check made them."""
+def score_one(scorer: Scorer, rec: Record | BadRecord) -> SessionResult | BadRecord:
+    """A result, or the record's problem as a `BadRecord` (never raises for bad data)."""
     if isinstance(rec, BadRecord):
         return rec
-    return _guarded(rec.source, rec.session_id, lambda: scorer.score(rec) if rendered is None else scorer.score(rec, rendered))
+    return _guarded(rec.source, rec.session_id, lambda: scorer.score(rec))
 
 
 def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -> SessionResult | BadRecord:
@@ -133,11 +132,15 @@ def score_batch(
             metadata = json_loads(meta) if meta is not None else None
             out.append(scorer.clean_result(it.source, str(it.lineno) if sid is None else sid, turns, num_ids, metadata))
             continue
-        rec = it.record()
-        if rec is None:
+        if outcome is not None:  # ("differs", text, expected, actual, session): diagnosed on the check's render
+            _, text, expected, actual, checked = outcome
+            assert isinstance(checked, CheckedSession)
+            sid = str(it.lineno) if checked.session_id is None else checked.session_id
+            out.append(_guarded(it.source, sid, lambda: scorer.score_checked(it.source, sid, text, expected, actual, checked)))
             continue
-        rendered = (outcome[1], outcome[2]) if outcome is not None and isinstance(rec, Record) else None
-        out.append(score_one(scorer, rec, rendered))
+        rec = it.record()
+        if rec is not None:
+            out.append(score_one(scorer, rec))
     return out
 
 

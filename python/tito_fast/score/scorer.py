@@ -34,11 +34,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tito_fast._core import SessionChecker, common_prefix_len
+from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import MessageBounds, history_messages, id_offsets
+from tito_fast.compare.messages import SENTINEL, MessageBounds, history_messages, id_offsets
 from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -123,6 +123,8 @@ class _Session:
     turns: int
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+    #: renders the record's message prefixes as the native check rendered it whole
+    checked: CheckedSession | None = None
 
     @classmethod
     def of(cls, record: Record) -> _Session:
@@ -254,28 +256,32 @@ class Scorer:
 
     # -- one session --------------------------------------------------------
 
-    def _attribution(self, sess: _Session, text: str, expected: np.ndarray) -> tuple[MessageBounds, np.ndarray] | None:
+    def _attribution(self, sess: _Session, text: str | bytes, expected: np.ndarray) -> tuple[MessageBounds, np.ndarray] | None:
         """Which message each id of `expected` (the render `text`, encoded) belongs
         to, from the render's boundaries (`compare.messages.MessageBounds`:
         renders of the record's message prefixes); None when the ids do not
         decode to the render byte for byte (then the rendered markers number
         the messages)."""
-        raw = text.encode("utf-8")
+        raw = text if isinstance(text, bytes) else text.encode("utf-8")
         offsets = id_offsets(self.cmp.vocab, expected, len(raw))
-        if offsets is None or sess.messages is None:
+        if offsets is None or (sess.messages is None and sess.checked is None):
             return None
-        messages, tools = sess.messages, sess.tools
+        messages, tools, checked = sess.messages or [], sess.tools, sess.checked
 
-        def render_prefix(k: int) -> str:
+        def render_prefix(k: int) -> str | bytes:
+            if checked is not None:  # the native check's values: nothing read or converted again
+                return checked.render_prefix(k)
             return self.tito.apply_chat_template(messages[:k], add_generation_prompt=False, tools=tools)
 
-        def render_history(k: int) -> str:
+        def render_history(k: int) -> str | bytes:
+            if checked is not None:
+                return checked.render_prefix(k, then_user=SENTINEL)
             return self.tito.apply_chat_template(history_messages(messages, k), add_generation_prompt=False, tools=tools)
 
         tracker = self.cmp.role_tracker
-        openers = [self.cmp.decode([i]).encode("utf-8") for i in (*tracker.fixed, *tracker.named)]
-        role0 = str(messages[0].get("role", "")) if messages else None
-        bounds = MessageBounds(render_prefix, len(messages), raw, openers=openers, first_role=role0, render_history=render_history)
+        openers = tracker.openers
+        role0 = sess.roles[0] if sess.roles else None
+        bounds = MessageBounds(render_prefix, len(sess.roles), raw, openers=openers, first_role=role0, render_history=render_history)
         return bounds, offsets
 
     def check_record(self, record: Record) -> None:
@@ -360,7 +366,7 @@ class Scorer:
 
     def score(self, record: Record, rendered: tuple[str, np.ndarray] | None = None) -> SessionResult:
         """The session's reference mismatch list and diagnosis (raises `ScoreError`);
-        `rendered`: the render and its ids, when the native check made them."""
+        `rendered`: the render and its ids, when already made."""
         self.check_record(record)
         if rendered is not None:
             text, expected = rendered
@@ -368,10 +374,24 @@ class Scorer:
             text, expected = self._render(record), None
         return self._score(_Session.of(record), text, expected, record.token_ids, record)
 
-    def _score(
-        self, sess: _Session, text: str, expected: np.ndarray | None, actual: np.ndarray, record: Record | None
+    def score_checked(
+        self, source: str, session_id: str, text: bytes, expected: np.ndarray, actual: np.ndarray, checked: CheckedSession
     ) -> SessionResult:
-        fast = self._fast_expected(text, actual) if self.fast_path else None
+        """`score` of a session the native check found differing
+        (`SessionChecker.check_lines`): its render `text` (UTF-8) and ids `expected`,
+        the session's ids `actual`, and `checked` (what the diagnosis needs of
+        the record; it renders the message prefixes), so the record is never
+        read or converted again."""
+        sess = _Session(session_id, source, checked.metadata, checked.roles, checked.turns, checked=checked)
+        return self._score(sess, text, expected, actual, None)
+
+    def _score(
+        self, sess: _Session, text: str | bytes, expected: np.ndarray | None, actual: np.ndarray, record: Record | None
+    ) -> SessionResult:
+        """`text`: the render (UTF-8 bytes when the native check made it)."""
+        fast = None
+        if self.fast_path:
+            fast = self._fast_expected(text if isinstance(text, str) else text.decode("utf-8"), actual)
         if fast is not None:
             fast_ids, encoded, nseg = fast
             diag = self.cmp.diagnose(fast_ids, actual)
@@ -380,7 +400,7 @@ class Scorer:
             # Structures differ: describing them needs every segment's real ids.
         nseg = fast[2] if fast is not None else 0
         if expected is None:
-            assert record is not None
+            assert record is not None and isinstance(text, str)
             expected = self.expected_ids(record, text)  # the whole render, encoded once
         diag = self.cmp.diagnose(expected, actual)
         return self._result(sess, diag, expected, actual, "full", nseg, nseg, text)
@@ -394,7 +414,7 @@ class Scorer:
         path: str,
         encoded: int,
         nseg: int,
-        text: str,
+        text: str | bytes,
     ) -> SessionResult:
         items, first = self._place(sess, diag, expected, actual, text)
         return SessionResult(
@@ -424,7 +444,7 @@ class Scorer:
         return expected, replace(diag, items=items)
 
     def _place(
-        self, sess: _Session, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, text: str
+        self, sess: _Session, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, text: str | bytes
     ) -> tuple[list[ScoredItem], int | None]:
         """The diagnosis items in the session's terms, and the first reported difference's position."""
         bounds = self._attribution(sess, text, expected) if diag.items else None

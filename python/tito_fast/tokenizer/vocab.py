@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 import json
 import random
 import weakref
@@ -74,6 +76,11 @@ class Vocab:
     def size(self) -> int:
         """Number of ids in the table (ids at or above it are unknown)."""
         return len(self.offsets) - 1
+
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        """The number of bytes of each id (int64)."""
+        return np.diff(self.offsets.astype(np.int64))
 
     def id_bytes(self, token_id: int) -> bytes:
         """The bytes id `token_id` decodes to."""

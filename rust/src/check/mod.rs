@@ -37,7 +37,7 @@ pub struct CheckSetup {
 }
 
 /// The outcome of one line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum LineOutcome {
     /// Score this line on the Python path (and why, for debugging).
     Python(&'static str),
@@ -47,9 +47,69 @@ pub enum LineOutcome {
     /// The session's ids equal the fresh render's (after the trailing trim):
     /// no mismatches, nothing to diagnose.
     Clean { session_id: Option<String>, turns: usize, num_ids: usize, metadata: Option<String> },
-    /// The ids differ: the render, its ids and the session's ids, for the
-    /// diagnosis (which reads the record again, with the same reader).
-    Differs { text: String, expected: Vec<u32>, actual: Vec<u32> },
+    /// The ids differ: what the diagnosis needs, read once.
+    Differs(Box<Differing>),
+}
+
+/// A session whose ids differ from its render: what the diagnosis needs of
+/// its record (read once, never converted whole), the render and its ids, and
+/// the normalised messages and tools as the template saw them, so the
+/// diagnosis renders the prefixes it needs ([`Differing::render_prefix`]).
+#[derive(Debug, Clone)]
+pub struct Differing {
+    /// None: the record has none (the caller numbers it).
+    pub session_id: Option<String>,
+    /// Each message's role.
+    pub roles: Vec<String>,
+    /// Assistant messages.
+    pub turns: usize,
+    pub metadata: Option<Value>,
+    pub text: String,
+    pub expected: Vec<u32>,
+    /// The session's ids.
+    pub actual: Vec<u32>,
+    messages: Vec<T>,
+    tools: T,
+    /// The line's bytes (the renderer's limits grow with it).
+    size: usize,
+}
+
+impl Differing {
+    /// The render of the record's first `k` messages (all of them past the
+    /// end), followed by `then` (a message normalised as the record's are):
+    /// what the check renders, for the message boundaries of the diagnosis.
+    pub fn render_prefix(
+        &self,
+        k: usize,
+        then: Option<Map>,
+        template: &ChatTemplate,
+        setup: &CheckSetup,
+    ) -> Result<String, RenderFailure> {
+        let mut messages = self.messages[..k.min(self.messages.len())].to_vec();
+        if let Some(m) = then {
+            let m = normalise::message(messages.len(), m, Normalise::TEMPLATE).map_err(RenderFailure::Unsupported)?;
+            messages.push(map_template(&m).map_err(|why| RenderFailure::Unsupported(why.to_string()))?);
+        }
+        render(template, setup, messages, self.tools.clone(), self.size)
+    }
+}
+
+/// The render of `messages` and `tools` (template values of the normalised
+/// ones) with the setup's variables and no generation prompt: the one
+/// context the check and the diagnosis's prefix renders build.
+fn render(
+    template: &ChatTemplate,
+    setup: &CheckSetup,
+    messages: Vec<T>,
+    tools: T,
+    size: usize,
+) -> Result<String, RenderFailure> {
+    let mut ctx: Vec<(&str, T)> = setup.variables.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    ctx.push(("messages", T::from(messages)));
+    ctx.push(("tools", tools));
+    ctx.push(("documents", T::from(())));
+    ctx.push(("add_generation_prompt", T::from(false)));
+    template.render_limited(map(ctx), Limits::for_size(size))
 }
 
 type Step<T> = Result<T, &'static str>;
@@ -127,27 +187,33 @@ fn check(
             Some(defs) => T::from(defs.iter().map(to_template).collect::<Step<Vec<_>>>()?),
         },
     };
-    let ids = rec.token_ids;
-    if ids.iter().any(|&id| id >= setup.vocab_size) {
+    if rec.token_ids.iter().any(|&id| id >= setup.vocab_size) {
         return Err("a token id outside the vocabulary".into());
     }
-    let metadata = rec.metadata.as_ref().map(crate::record::json::dumps);
-
-    let mut ctx: Vec<(&str, T)> = setup.variables.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    ctx.push(("messages", T::from(messages)));
-    ctx.push(("tools", tool_defs));
-    ctx.push(("documents", T::from(())));
-    ctx.push(("add_generation_prompt", T::from(false)));
-    let text = template.render_limited(map(ctx), Limits::for_size(size)).map_err(|f| match f {
+    let text = render(template, setup, messages.clone(), tool_defs.clone(), size).map_err(|f| match f {
         RenderFailure::Limit(m) => Failed::Limit(m),
         _ => Failed::Python("the native render failed"),
     })?;
     let expected = encoder.encode(&text).map_err(|_| "the encoder does not cover the render")?;
 
-    let (ne, na) = (trimmed_len(&expected, &setup.trim), trimmed_len(&ids, &setup.trim));
-    if expected[..ne] == ids[..na] {
-        Ok(LineOutcome::Clean { session_id: rec.session_id, turns, num_ids: ids.len(), metadata })
-    } else {
-        Ok(LineOutcome::Differs { text, expected, actual: ids })
+    let actual = rec.token_ids;
+    let (ne, na) = (trimmed_len(&expected, &setup.trim), trimmed_len(&actual, &setup.trim));
+    if expected[..ne] == actual[..na] {
+        let metadata = rec.metadata.as_ref().map(crate::record::json::dumps);
+        return Ok(LineOutcome::Clean { session_id: rec.session_id, turns, num_ids: actual.len(), metadata });
     }
+    // a record's messages each have a string role (`schema::dump_record`); normalising keeps it
+    let roles = normalised.iter().map(|m| m.get("role").and_then(Value::as_str).unwrap_or("").to_string()).collect();
+    Ok(LineOutcome::Differs(Box::new(Differing {
+        session_id: rec.session_id,
+        roles,
+        turns,
+        metadata: rec.metadata,
+        text,
+        expected,
+        actual,
+        messages,
+        tools: tool_defs,
+        size,
+    })))
 }

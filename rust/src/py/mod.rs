@@ -66,6 +66,8 @@ mod _core {
     #[pymodule_export]
     use super::segment::Segmenter;
     #[pymodule_export]
+    use super::template::CheckedSession;
+    #[pymodule_export]
     use super::template::NativeTemplate;
     #[pymodule_export]
     use super::template::SessionChecker;

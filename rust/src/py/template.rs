@@ -8,9 +8,11 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 use super::encoder::BpeEncoder;
 use super::errors::{TemplateLimitError, TemplateRenderError};
+use super::record::value_to_py;
 use super::threads_arg;
-use crate::batch::with_threads;
-use crate::check::{check_line, CheckSetup, LineOutcome, ToolPolicy};
+use crate::batch::{on_render_thread, with_threads};
+use crate::check::{check_line, CheckSetup, Differing, LineOutcome, ToolPolicy};
+use crate::record::json::{Map, Value as RecordValue};
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
 
@@ -258,10 +260,14 @@ impl SessionChecker {
     /// (None: all cores). Per line: None (score it on the Python path),
     /// `("bad", reason, session_id | None)` (the reader's verdict),
     /// `("clean", session_id | None, turns, num_ids, metadata_json | None)` or
-    /// `("differs", text, expected_ids, session_ids)` (the render and its ids).
+    /// `("differs", text, expected_ids, session_ids, session)`: the render
+    /// (UTF-8 bytes), its ids, the session's ids and a `CheckedSession` (what
+    /// the diagnosis needs of the record; it renders the message prefixes).
     #[pyo3(signature = (lines, *, threads = None))]
-    fn check_lines(&self, py: Python<'_>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
+    fn check_lines(slf: &Bound<'_, Self>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
         use rayon::prelude::*;
+        let py = slf.py();
+        let this = slf.get();
         let mut raw: Vec<Vec<u8>> = Vec::with_capacity(lines.len());
         for (i, line) in lines.iter().enumerate() {
             let b = line
@@ -270,7 +276,7 @@ impl SessionChecker {
             raw.push(b.as_bytes().to_vec());
         }
         let threads = threads_arg(threads)?;
-        let (tmpl, enc, setup) = (&self.template.get().inner, self.encoder.get().core(), &self.setup);
+        let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
         let outcomes: Vec<LineOutcome> =
             py.detach(|| with_threads(threads, || raw.par_iter().map(|l| check_line(l, tmpl, enc, setup)).collect()));
         outcomes
@@ -284,11 +290,12 @@ impl SessionChecker {
                     LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
                         ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                     }
-                    LineOutcome::Differs { text, expected, actual } => {
-                        ("differs", text, PyArray1::from_vec(py, expected), PyArray1::from_vec(py, actual))
-                            .into_pyobject(py)?
-                            .into_any()
-                            .unbind()
+                    LineOutcome::Differs(mut d) => {
+                        let text = PyBytes::new(py, std::mem::take(&mut d.text).as_bytes());
+                        let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
+                        let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
+                        let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
+                        ("differs", text, expected, actual, session).into_pyobject(py)?.into_any().unbind()
                     }
                 })
             })
@@ -301,5 +308,71 @@ impl SessionChecker {
             LineOutcome::Python(why) => Some(why),
             _ => None,
         }
+    }
+}
+
+/// A session the check found differing from its render: what the diagnosis
+/// needs of its record (session id, roles, turns, metadata: the record is
+/// never converted whole), and the renders of its message prefixes as the
+/// check rendered the whole (the same normalised messages, tools and
+/// variables), for the message boundaries of the diagnosis
+/// (`compare.messages.MessageBounds`). Made by `SessionChecker.check_lines`.
+#[pyclass(frozen, module = "tito_fast._core")]
+pub struct CheckedSession {
+    checker: Py<SessionChecker>,
+    session: Differing,
+}
+
+#[pymethods]
+impl CheckedSession {
+    /// The record's `session_id` (None: it has none).
+    #[getter]
+    fn session_id(&self) -> Option<&str> {
+        self.session.session_id.as_deref()
+    }
+
+    /// Each message's role.
+    #[getter]
+    fn roles(&self) -> Vec<&str> {
+        self.session.roles.iter().map(String::as_str).collect()
+    }
+
+    /// How many assistant messages.
+    #[getter]
+    fn turns(&self) -> usize {
+        self.session.turns
+    }
+
+    /// The record's `metadata` as `json.loads` gives it (None: it has none).
+    #[getter]
+    fn metadata(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.session.metadata {
+            None => Ok(py.None()),
+            Some(v) => value_to_py(py, v),
+        }
+    }
+
+    /// The render (UTF-8 bytes) of the first `k` messages, followed by a
+    /// user message whose content is `then_user` when given. Raises
+    /// `TemplateRenderError` / `TemplateLimitError` as `NativeTemplate.render`.
+    #[pyo3(signature = (k, *, then_user = None))]
+    fn render_prefix<'py>(
+        &self,
+        py: Python<'py>,
+        k: usize,
+        then_user: Option<String>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let checker = self.checker.get();
+        let then = then_user.map(|content| {
+            let mut m = Map::new();
+            m.insert("role".into(), RecordValue::Str("user".into()));
+            m.insert("content".into(), RecordValue::Str(content));
+            m
+        });
+        let (tmpl, setup) = (&checker.template.get().inner, &checker.setup);
+        // on a worker thread, as `NativeTemplate.render` (`template::RENDER_STACK`)
+        py.detach(|| on_render_thread(|| self.session.render_prefix(k, then, tmpl, setup)))
+            .map(|text| PyBytes::new(py, text.as_bytes()))
+            .map_err(|f| render_error(py, &f))
     }
 }
