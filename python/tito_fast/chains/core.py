@@ -1083,17 +1083,8 @@ def _run(
         policy=(pol["seam_drift"], pol["rollback"], pol["rewrite"], pol["new_root"]), boundary_ids=fam.boundary,
         length=a["length"], hints=hints, leaves=leaves, threads=threads,
     )  # fmt: skip
-    # Chains and events are many small objects that live as long as the
-    # assembly: the cyclic collector finds nothing among them, and rescanning
-    # them as they pile up made a session of a million calls superlinear.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        tally.add(out)
-        return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
-    finally:
-        if paused:
-            gc.enable()
+    tally.add(out)
+    return (*_build(batch, out, fam), int(np.count_nonzero(out["loss_mask"])))
 
 
 def assemble(
@@ -1215,14 +1206,27 @@ def _assemble_batches(
     events = Events()
     tally = _Tally()
     n_calls = sampled = delivered = done = 0
-    for batch in batches:
-        chains, count, make, got = _run(batch, fam, pol, window, threads, leaves, tally)
-        n_calls += len(batch.call_index)
-        sampled += batch.sampled
-        delivered += got
-        by_session.update(chains)
-        events.add(count, make)
-        done += len(batch.ids)
-        if progress is not None:
-            progress(done, total)
-    return Assembly(by_session, events, bad, _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window))
+    # Chains and events are many small objects that live as long as the
+    # assembly: the cyclic collector finds nothing among them. Left on, it
+    # rescans them as they pile up (a session of a million calls went
+    # superlinear), and the objects they add set off full collections of the
+    # caller's whole heap (in a process holding a large capture as Python
+    # lists, 60% of the time went there).
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for batch in batches:
+            chains, count, make, got = _run(batch, fam, pol, window, threads, leaves, tally)
+            n_calls += len(batch.call_index)
+            sampled += batch.sampled
+            delivered += got
+            by_session.update(chains)
+            events.add(count, make)
+            done += len(batch.ids)
+            if progress is not None:
+                progress(done, total)
+        summary = _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window)
+    finally:
+        if paused:
+            gc.enable()
+    return Assembly(by_session, events, bad, summary)
