@@ -203,8 +203,9 @@ def test_tests_are_grouped_by_layer() -> None:
 
 
 
-#: The one atomic writer, and the fixtures' cache (below its layer: pinned files, not a command's output).
-WRITERS = {"tito_fast.score.outputs", "tito_fast.testing.fixtures"}
+#: The one atomic writer, the fixtures' cache and the tokenizer tables' cache (below their
+#: layers: derived files kept between runs, not a command's output).
+WRITERS = {"tito_fast.score.outputs", "tito_fast.testing.fixtures", "tito_fast.tokenizer.cache"}
 
 
 def _writes(node: ast.AST) -> str | None:

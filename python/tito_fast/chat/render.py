@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import threading
@@ -50,6 +51,7 @@ from tito_fast.chat.canned import CANNED_TOOLS, canned_conversations
 from tito_fast.chat.deepseek import Encoder, render_with_encoder
 from tito_fast.chat.tools import ToolPolicy, canonical_tools, plain_copy
 from tito_fast.errors import RenderError
+from tito_fast.tokenizer import cache as table_cache
 
 Backend = Literal["hf", "jinja", "native"]
 BACKENDS: tuple[Backend, ...] = ("hf", "jinja", "native")
@@ -266,8 +268,29 @@ def _native(template: str, variables_json: str, none_keys: Literal["keep", "drop
     except TemplateRenderError as e:
         return NativeRenderer(None, f"the native renderer cannot compile the template: {e.reason}")
     variables = json.loads(variables_json)
-    reason = _probe(compiled, template, variables, none_keys)
+    reason = _probe_verdict(compiled, template, variables, none_keys)
     return NativeRenderer(compiled if reason is None else None, reason)
+
+
+def _probe_verdict(
+    compiled: NativeTemplate, template: str, variables: dict[str, Any], none_keys: Literal["keep", "drop"]
+) -> str | None:
+    """`_probe`'s verdict, kept on disk (`tokenizer.cache`) by the template,
+    its variables and the jinja2 it was compared with: a template known by
+    its hash is not probed again (compiling it for jinja2 is most of a
+    start-up's render setup)."""
+    jinja2 = _deps.jinja2()
+    digest = hashlib.sha256(template.encode("utf-8")).hexdigest()
+    name = table_cache.key("probe", digest, json.dumps(variables, sort_keys=True), none_keys, jinja2.__version__)
+    got = table_cache.load(name)
+    if got is not None and "verdict" in got:
+        try:
+            return table_cache.array_text(got["verdict"]) or None
+        except UnicodeDecodeError:  # a damaged file: probe again
+            pass
+    reason = _probe(compiled, template, variables, none_keys)
+    table_cache.store(name, {"verdict": table_cache.text_array(reason or "")})
+    return reason
 
 
 def _probe(compiled: NativeTemplate, template: str, variables: dict[str, Any], none_keys: Literal["keep", "drop"]) -> str | None:

@@ -133,10 +133,17 @@ def score_batch(
             out.append(scorer.clean_result(it.source, str(it.lineno) if sid is None else sid, turns, num_ids, metadata))
             continue
         if outcome is not None:  # ("differs", text, expected, actual, session): diagnosed on the check's render
-            _, text, expected, actual, checked = outcome
-            assert isinstance(checked, CheckedSession)
-            sid = str(it.lineno) if checked.session_id is None else checked.session_id
-            out.append(_guarded(it.source, sid, lambda: scorer.score_checked(it.source, sid, text, expected, actual, checked)))
+            _, text, expected, actual, session = outcome
+            assert isinstance(session, CheckedSession)
+            sid = str(it.lineno) if session.session_id is None else session.session_id
+
+            def reread(line: RawLine = it) -> Record | None:
+                rec = line.record()
+                return rec if isinstance(rec, Record) else None
+
+            out.append(
+                _guarded(it.source, sid, lambda: scorer.score_checked(it.source, sid, text, expected, actual, session, reread))
+            )
             continue
         rec = it.record()
         if rec is not None:

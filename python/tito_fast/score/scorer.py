@@ -29,12 +29,13 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
-from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
+from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
@@ -125,6 +126,8 @@ class _Session:
     tools: list[dict[str, Any]] | None = None
     #: renders the record's message prefixes as the native check rendered it whole
     checked: CheckedSession | None = None
+    #: the record read again, for a prefix the native renderer does not render
+    reread: Callable[[], Record | None] | None = None
 
     @classmethod
     def of(cls, record: Record) -> _Session:
@@ -266,17 +269,31 @@ class Scorer:
         offsets = id_offsets(self.cmp.vocab, expected, len(raw))
         if offsets is None or (sess.messages is None and sess.checked is None):
             return None
-        messages, tools, checked = sess.messages or [], sess.tools, sess.checked
+        checked = sess.checked
+        record: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = []
+
+        def conversation() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+            """The record's messages and tools (read again, once, on the native check's path)."""
+            if not record:
+                rec = sess.reread() if sess.messages is None and sess.reread is not None else None
+                record.append((rec.messages, rec.tools) if rec is not None else (sess.messages or [], sess.tools))
+            return record[0]
+
+        def render(k: int, then_user: str | None) -> str | bytes:
+            if checked is not None:  # the native check's values: nothing read or converted again
+                try:
+                    return checked.render_prefix(k, then_user=then_user)
+                except TemplateRenderError:  # the Python path hands such a render to jinja2: so does this one
+                    pass
+            messages, tools = conversation()
+            msgs = messages[:k] if then_user is None else history_messages(messages, k)
+            return self.tito.apply_chat_template(msgs, add_generation_prompt=False, tools=tools)
 
         def render_prefix(k: int) -> str | bytes:
-            if checked is not None:  # the native check's values: nothing read or converted again
-                return checked.render_prefix(k)
-            return self.tito.apply_chat_template(messages[:k], add_generation_prompt=False, tools=tools)
+            return render(k, None)
 
         def render_history(k: int) -> str | bytes:
-            if checked is not None:
-                return checked.render_prefix(k, then_user=SENTINEL)
-            return self.tito.apply_chat_template(history_messages(messages, k), add_generation_prompt=False, tools=tools)
+            return render(k, SENTINEL)
 
         tracker = self.cmp.role_tracker
         openers = tracker.openers
@@ -375,14 +392,16 @@ class Scorer:
         return self._score(_Session.of(record), text, expected, record.token_ids, record)
 
     def score_checked(
-        self, source: str, session_id: str, text: bytes, expected: np.ndarray, actual: np.ndarray, checked: CheckedSession
-    ) -> SessionResult:
+        self, source: str, session_id: str, text: bytes, expected: np.ndarray, actual: np.ndarray, checked: CheckedSession,
+        reread: Callable[[], Record | None] | None = None,
+    ) -> SessionResult:  # fmt: skip
         """`score` of a session the native check found differing
         (`SessionChecker.check_lines`): its render `text` (UTF-8) and ids `expected`,
         the session's ids `actual`, and `checked` (what the diagnosis needs of
-        the record; it renders the message prefixes), so the record is never
-        read or converted again."""
-        sess = _Session(session_id, source, checked.metadata, checked.roles, checked.turns, checked=checked)
+        the record; it renders the message prefixes), so the record is not
+        read or converted again; `reread()` reads it, for a prefix the native
+        renderer does not render (then jinja2 does, as on the Python path)."""
+        sess = _Session(session_id, source, checked.metadata, checked.roles, checked.turns, checked=checked, reread=reread)
         return self._score(sess, text, expected, actual, None)
 
     def _score(

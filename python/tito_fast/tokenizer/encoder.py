@@ -34,6 +34,7 @@ import numpy as np
 
 from tito_fast import _deps
 from tito_fast._core import BpeEncoder
+from tito_fast.tokenizer import cache
 from tito_fast.tokenizer.backend import require_backend
 from tito_fast.tokenizer.vocab import PROBES, byte_decoder
 
@@ -121,16 +122,11 @@ class FastEncoder:
         if self._state[-1]:
             self.reason = "the tokenizer splits special tokens itself"
             return
-        collecting = gc.isenabled()
-        gc.disable()  # millions of new objects, none cyclic: collections would only rescan them
         try:
-            core = self._build(_loads(self.backend.to_str()))
+            core = self._cached_core()
         except _Unsupported as e:
             self.reason = str(e)
             return
-        finally:
-            if collecting:
-                gc.enable()
         for probe in SELF_CHECK:
             mine, theirs = core.encode(probe), self._tokenizer_encode(probe)
             if mine is not None and mine != theirs:
@@ -192,7 +188,53 @@ class FastEncoder:
     def _tokenizer_encode(self, text: str) -> list[int]:
         return list(self._batch([text], add_special_tokens=False)[0].ids)
 
-    def _build(self, spec: dict[str, Any]) -> BpeEncoder:
+    def _cached_core(self) -> BpeEncoder:
+        """The Rust encoder from its tables: kept on disk by the tokenizer's
+        JSON and state (`tokenizer.cache`), else built from the JSON and kept;
+        `_Unsupported` when the encoder does not cover the tokenizer (that
+        verdict is kept too)."""
+        name = cache.key("encoder", cache.digest(self.backend), self._state)
+        tables = cache.load(name)
+        if tables is not None:
+            try:
+                return self._core_of(tables)
+            except (KeyError, IndexError, UnicodeDecodeError):  # a file of another layout: build the tables again
+                pass
+        collecting = gc.isenabled()
+        gc.disable()  # millions of new objects, none cyclic: collections would only rescan them
+        try:
+            tables = self._tables(_loads(self.backend.to_str()))
+        except _Unsupported as e:  # the verdict is kept, with the pattern when it was read
+            tables = {"unsupported": cache.text_array(str(e)), "pattern": cache.text_array(self.pattern or "")}
+        finally:
+            if collecting:
+                gc.enable()
+        cache.store(name, tables)
+        return self._core_of(tables)
+
+    def _core_of(self, tables: dict[str, np.ndarray]) -> BpeEncoder:
+        """The Rust encoder from its tables, or `_Unsupported` (the kept verdict)."""
+        self.pattern = cache.array_text(tables["pattern"]) or None if "pattern" in tables else None
+        if "unsupported" in tables:
+            raise _Unsupported(cache.array_text(tables["unsupported"]))
+        try:
+            flags = tables["flags"].tolist()
+            return BpeEncoder(
+                tables["blob"].tobytes(),
+                tables["offsets"],
+                tables["ids"],
+                tables["triples"],
+                ignore_merges=bool(flags[0]),
+                pattern=cache.array_text(tables["pattern"]),
+                raw_added=_added(tables, "raw_added"),
+                normalized_added=_added(tables, "normalized_added"),
+                nfc=bool(flags[1]),
+            )
+        except ValueError as e:
+            raise _Unsupported(str(e)) from None
+
+    def _tables(self, spec: dict[str, Any]) -> dict[str, np.ndarray]:
+        """What the Rust encoder is built from, as arrays (`tokenizer.cache` keeps them)."""
         if self.backend.truncation is not None or self.backend.padding is not None:
             raise _Unsupported("the tokenizer truncates or pads")
         if getattr(self.backend, "encode_special_tokens", False):
@@ -247,24 +289,38 @@ class FastEncoder:
                 normalized_added.append((content, int(tok["id"])))
             else:
                 raw_added.append((tok["content"], int(tok["id"])))
-        try:
-            return BpeEncoder(
-                blob,
-                offsets,
-                ids,
-                triples,
-                ignore_merges=bool(model.get("ignore_merges", False)),
-                pattern=pattern,
-                raw_added=raw_added,
-                normalized_added=normalized_added,
-                nfc=nfc,
-            )
-        except ValueError as e:
-            raise _Unsupported(str(e)) from None
+        return {
+            "blob": np.frombuffer(blob, dtype=np.uint8),
+            "offsets": offsets,
+            "ids": ids,
+            "triples": triples,
+            "flags": np.array([bool(model.get("ignore_merges", False)), nfc], dtype=np.uint8),
+            "pattern": cache.text_array(pattern),
+            **_added_arrays("raw_added", raw_added),
+            **_added_arrays("normalized_added", normalized_added),
+        }
 
 
 class _Unsupported(Exception):
     pass
+
+
+def _added_arrays(name: str, tokens: list[tuple[str, int]]) -> dict[str, np.ndarray]:
+    """Added tokens (content, id) as arrays: the contents joined with their UTF-8 lengths, and the ids."""
+    raw = [c.encode("utf-8") for c, _ in tokens]
+    return {
+        name: np.frombuffer(b"".join(raw), dtype=np.uint8),
+        f"{name}_lengths": np.array([len(r) for r in raw], dtype=np.int64),
+        f"{name}_ids": np.array([i for _, i in tokens], dtype=np.int64),
+    }
+
+
+def _added(tables: dict[str, np.ndarray], name: str) -> list[tuple[str, int]]:
+    """The inverse of `_added_arrays`."""
+    raw = tables[name].tobytes()
+    ends = np.cumsum(tables[f"{name}_lengths"]).tolist()
+    starts = [0, *ends[:-1]]
+    return [(raw[a:b].decode("utf-8"), i) for a, b, i in zip(starts, ends, tables[f"{name}_ids"].tolist())]
 
 
 def _loads(text: str) -> Any:

@@ -32,6 +32,7 @@ import numpy as np
 
 from tito_fast import _deps
 from tito_fast._core import Segmenter
+from tito_fast.tokenizer import cache as table_cache
 from tito_fast.tokenizer.backend import require_backend, special_ids
 
 #: Strings that expose decoder quirks (space clean-up, prefix spaces, unicode).
@@ -143,7 +144,35 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
 
 
 def _build(tokenizer: Any, samples: int, seed: int) -> Vocab:
-    spec = json.loads(require_backend(tokenizer).to_str())
+    """The table: kept on disk by the tokenizer's JSON and what else it is
+    built from (`tokenizer.cache`), else built and kept."""
+    backend = require_backend(tokenizer)
+    specials = sorted(special_ids(tokenizer)) if hasattr(tokenizer, "all_special_ids") else None
+    # what changes decode() besides the JSON: its settings, read where transformers keeps them
+    init = getattr(tokenizer, "init_kwargs", None) or {}
+    own = {**init, **getattr(tokenizer, "__dict__", {})}
+    settings = sorted((k, repr(v)) for k, v in own.items() if k.startswith(("clean_up", "split_special")))
+    name = table_cache.key("vocab", table_cache.digest(backend), type(tokenizer).__qualname__, specials, settings, samples, seed)
+    got = table_cache.load(name)
+    if got is not None:
+        try:
+            return Vocab(
+                got["offsets"], got["blob"].tobytes(), frozenset(got["added_ids"].tolist()),
+                frozenset(got["boundary_ids"].tolist()), byte_exact=bool(got["byte_exact"]), reason=table_cache.array_text(got["reason"]),
+            )  # fmt: skip
+        except (KeyError, ValueError, UnicodeDecodeError):  # a file of another layout: build it again
+            pass
+    vocab = _build_table(tokenizer, json.loads(backend.to_str()), samples, seed)
+    table_cache.store(name, {
+        "offsets": vocab.offsets, "blob": np.frombuffer(vocab.blob, dtype=np.uint8),
+        "added_ids": np.array(sorted(vocab.added_ids), dtype=np.int64),
+        "boundary_ids": np.array(sorted(vocab.boundary_ids), dtype=np.int64),
+        "byte_exact": np.array(vocab.byte_exact), "reason": table_cache.text_array(vocab.reason),
+    })  # fmt: skip
+    return vocab
+
+
+def _build_table(tokenizer: Any, spec: dict[str, Any], samples: int, seed: int) -> Vocab:
     model = spec.get("model", {})
     added = spec.get("added_tokens", [])
     pieces: dict[int, bytes] = {}

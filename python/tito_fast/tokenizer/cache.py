@@ -1,0 +1,167 @@
+"""Tables derived from a tokenizer, kept on disk by the tokenizer's state.
+
+Building the byte table (`tokenizer.vocab.Vocab`) and the Rust encoder's
+tables (`tokenizer.encoder.FastEncoder`) reads the tokenizer's whole JSON
+and loops over its vocabulary and merges: about a second of every
+`tito-fast score` run before it scores anything. Both are the same for the
+same tokenizer, so they are stored here as arrays (`.npz`, no pickles) under
+a key that hashes everything they are built from: the tokenizer's JSON
+(`backend_tokenizer.to_str()`, which holds its vocabulary, merges, added
+tokens, normalizer and pre-tokenizer), what the caller adds (the special
+ids, the settings that change `decode()`), the versions of tito_fast,
+tokenizers, transformers and jinja2, and the size and time of the files
+that build the tables (an edited checkout gets new keys). A changed
+tokenizer gets another key, never a stale table.
+
+Where: `$TITO_FAST_TABLES`, else `tables/` in tito_fast's cache folder
+(`root()`: `$TITO_FAST_CACHE`, else `~/.cache/tito_fast`, where the test
+fixtures are kept too). `TITO_FAST_TABLES=off` (or `0`, or empty) turns it
+off. A cache that cannot be read or written (read-only home, a damaged
+file) is passed over: the tables are built as without it, and never an
+error.
+
+Example:
+    >>> from tito_fast.tokenizer import cache
+    >>> cache.key("vocab", "0" * 64, "extra").startswith("vocab-")
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tito_fast._core import __version__
+
+#: Bumped when what a kind stores changes.
+FORMAT = 1
+
+_OFF = {"", "0", "off", "false", "no"}
+
+
+def root() -> Path:
+    """tito_fast's cache folder: `$TITO_FAST_CACHE`, else `~/.cache/tito_fast`."""
+    env = os.environ.get("TITO_FAST_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "tito_fast"
+
+
+def directory() -> Path | None:
+    """The tables' folder (not created here), or None when it is turned off."""
+    env = os.environ.get("TITO_FAST_TABLES")
+    if env is not None:
+        return None if env.strip().lower() in _OFF else Path(env).expanduser()
+    return root() / "tables"
+
+
+_DIGESTS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], str]] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _state(backend: Any) -> tuple[Any, ...]:
+    """What can change on a live tokenizer and change its JSON: its added
+    tokens (content, flags and id), truncation and padding."""
+    added = backend.get_added_tokens_decoder()
+    return (repr(sorted((i, repr(t)) for i, t in added.items())), repr(backend.truncation), repr(backend.padding))
+
+
+def digest(backend: Any) -> str:
+    """The SHA-256 of the tokenizer's JSON (`backend.to_str()`), made once per
+    backend object while its added tokens, truncation and padding stay as they
+    were (the byte table and the encoder both key on it)."""
+    state = _state(backend)
+    with _LOCK:
+        try:
+            got = _DIGESTS.get(backend)
+        except TypeError:  # not weak-referenceable
+            got = None
+        if got is not None and got[0] == state:
+            return got[1]
+    h = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
+    with _LOCK:
+        try:
+            _DIGESTS[backend] = (state, h)
+        except TypeError:
+            pass
+    return h
+
+
+def _code() -> tuple[Any, ...]:
+    """The versions of what builds and checks the tables (tito_fast, its
+    extension and the modules that build them, as installed: an edited
+    checkout gets new keys), and of tokenizers, transformers and jinja2,
+    whose encode, decode and render the tables are checked against."""
+    versions = [getattr(sys.modules.get(m), "__version__", None) for m in ("tokenizers", "transformers", "jinja2")]
+    return (FORMAT, __version__, _files(), tuple(versions))
+
+
+@functools.cache
+def _files() -> tuple[Any, ...]:
+    here = Path(__file__).resolve().parent.parent
+    files = [here / "tokenizer" / "vocab.py", here / "tokenizer" / "encoder.py", here / "chat" / "render.py", here / "chat" / "canned.py"]
+    files += sorted(here.glob("_core*.so")) + sorted(here.glob("_core*.pyd"))
+    stamps: list[tuple[str, int | None, int | None]] = []
+    for f in files:
+        try:
+            st = f.stat()
+            stamps.append((f.name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamps.append((f.name, None, None))
+    return tuple(stamps)
+
+
+def key(kind: str, digest: str, *extra: Any) -> str:
+    """The file name of a `kind` of table for a tokenizer whose JSON hashes to
+    `digest`, built with `extra` (reprs of what else it depends on)."""
+    h = hashlib.sha256(repr((_code(), kind, digest, extra)).encode("utf-8")).hexdigest()
+    return f"{kind}-{h[:40]}.npz"
+
+
+def load(name: str) -> dict[str, np.ndarray] | None:
+    """The arrays stored as `name`, or None (not there, turned off, unreadable)."""
+    try:
+        d = directory()
+        if d is None:
+            return None
+        with np.load(d / name, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except Exception:  # missing, damaged or unreadable: build the table instead
+        return None
+
+
+def store(name: str, arrays: dict[str, np.ndarray]) -> None:
+    """Keep `arrays` as `name` (written whole: a reader never sees half a file);
+    nothing happens when the cache is off or cannot be written."""
+    try:
+        d = directory()
+        if d is None:
+            return
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)  # type: ignore[arg-type]
+            os.replace(tmp, d / name)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:  # a read-only or full disk: the next run builds the table again
+        return
+
+
+def text_array(text: str) -> np.ndarray:
+    """A string as a uint8 array (what `store` keeps)."""
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def array_text(a: np.ndarray) -> str:
+    """The inverse of `text_array`."""
+    return a.tobytes().decode("utf-8")
