@@ -21,6 +21,7 @@ from tito_fast.testing.reference import ReferenceTito
 PAIRS = [
     ("qwen3", "qwen3"),
     ("qwen35", "qwen35"),
+    ("qwen25", "qwen25"),  # its own vocabulary and stock template, as published
     ("glm47", "glm47"),
     ("minimax_m27", "minimax_m27"),
     ("minimax_m27", "minimax_m25"),

@@ -15,7 +15,7 @@ from tito_fast.errors import RenderError
 from tito_fast.session.verify import TOOLS, conversations
 from tito_fast.testing import fixtures
 
-FAMILIES = ["qwen3", "qwen35", "glm47", "minimax_m27", "llama31", "kimi_k2", "deepseek_v3"]
+FAMILIES = ["qwen3", "qwen35", "qwen25", "glm47", "minimax_m27", "llama31", "kimi_k2", "deepseek_v3"]
 
 
 @functools.cache

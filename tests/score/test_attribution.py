@@ -57,6 +57,7 @@ from tito_fast.testing import fixtures
 PAIRS = [
     ("qwen3", "qwen3"),
     ("qwen35", "qwen35"),
+    ("qwen25", "qwen25"),  # a default system prompt the first message replaces
     ("glm47", "glm47"),
     ("minimax_m27", "minimax_m27"),
     ("llama31", "llama3"),

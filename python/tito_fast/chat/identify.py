@@ -25,6 +25,7 @@ from tito_fast.chat.templates import FIXED_TEMPLATES, identify
 STOCK_SHA256: dict[str, tuple[str, str]] = {
     "a55ee1b1660128b7098723e0abcd92caa0788061051c62d51cbe87d9cf1974d8": ("qwen3", "Qwen3's stock template"),
     "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715": ("qwen35", "Qwen3.5's stock template"),
+    "cd8e9439f0570856fd70470bf8889ebd8b5d1107207f67a5efb46e342330527f": ("qwen25", "Qwen2.5's stock template"),
     "d63ad536c3c81880043e22ec7fd08db42b4d8fb7c89c7138bc562bfa25281375": ("glm47", "GLM-4.7's stock template"),
     "893d908f7b5cc65fdde270dcae5ea1a99647c6a7ce572ae874a57b7160069566": ("minimax_m27", "MiniMax-M2.7's stock template"),
     "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65": ("llama3", "Llama 3.1's stock template"),

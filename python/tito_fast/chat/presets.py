@@ -152,6 +152,10 @@ FAMILIES: dict[str, FamilyConfig] = {
     "qwen3": FamilyConfig(
         "qwen3", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
     ),
+    # Qwen2.5 (Instruct, Coder): ChatML without reasoning; its stock template
+    # renders append-only as it is (a default system prompt when the first
+    # message is not one, tool results in one user block).
+    "qwen25": FamilyConfig("qwen25", **_QWEN),  # type: ignore[arg-type]
     "qwen35": FamilyConfig(
         "qwen35", **_QWEN, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
         allowed_roles=frozenset({"tool", "user", "assistant"}),  # its template refuses a later system message

@@ -92,6 +92,15 @@ FAMILIES: dict[str, Family] = {
             "tokenizer_config.json": _QWEN3_CONFIG,
         }
     ),
+    # Qwen2.5-Instruct's own vocabulary and stock template (ChatML, tool calls as JSON, no reasoning).
+    "qwen25": Family(
+        {
+            "tokenizer.json": _tok("qwen-2.5", "c0382117ea329cdf097041132f6d735924b697924d6f6fc3945713e96ce87539"),
+            "tokenizer_config.json": _file(
+                "qwen-2.5", "tokenizer_config.json", "5b5d4f65d0acd3b2d56a35b56d374a36cbc1c8fa5cf3b3febbbfabf22f359583"
+            ),
+        }
+    ),
     "qwen35": Family(
         {
             "tokenizer.json": _tok("qwen-3.5", "5f9e4d4901a92b997e463c1f46055088b6cca5ca61a6522d1b9f64c4bb81cb42"),

@@ -1,0 +1,46 @@
+"""The reference pipeline as a command, for `bench_command`: what a team
+runs without tito_fast to check a dump (load the tokenizer with
+transformers, render each session's messages with the family's template,
+encode the whole text, compare with the reference's comparator).
+
+Usage: python -m benches.reference_score DUMP.jsonl FAMILY.json OUT.json
+
+FAMILY.json holds the family's constants as a user of the reference has
+them (fixture tokenizer name, chat template, template kwargs, boundary ids,
+trailing ids, assistant start); OUT.json gets each session's mismatch list.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    dump, family_file, out = argv
+    from tito_fast.testing import fixtures
+    from tito_fast.testing.reference import ReferenceComparator, ReferenceTito
+
+    fam: dict[str, Any] = json.loads(open(family_file, encoding="utf-8").read())
+    tok = fixtures.load_tokenizer(fam["tokenizer"])
+    render = ReferenceTito(tok, template_kwargs=fam["template_kwargs"], chat_template=fam["chat_template"])
+    cmp = ReferenceComparator(
+        tok, fam["assistant_start_str"], special_token_ids=fam["special_token_ids"], trim_trailing_ids=fam["trailing_token_ids"] or None
+    )
+    lists = []
+    with open(dump, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            text = render.render(rec["messages"], rec.get("tools"), False)
+            expected = tok.encode(text, add_special_tokens=False)
+            lists.append(cmp.compare(expected, rec["token_ids"]))
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(lists, f)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
