@@ -23,6 +23,9 @@ PAIRS = [
     ("qwen35", "qwen35"),
     ("qwen25", "qwen25"),  # its own vocabulary and stock template, as published
     ("glm47", "glm47"),
+    ("glm5", "glm47"),  # GLM-5, 5.1 and 5.2: their stock templates on the GLM-4.7 vocabulary
+    ("glm51", "glm47"),
+    ("glm52", "glm47"),
     ("minimax_m27", "minimax_m27"),
     ("minimax_m27", "minimax_m25"),
     ("llama31", "llama3"),

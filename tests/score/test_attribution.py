@@ -59,6 +59,7 @@ PAIRS = [
     ("qwen35", "qwen35"),
     ("qwen25", "qwen25"),  # a default system prompt the first message replaces
     ("glm47", "glm47"),
+    ("glm51", "glm47"),  # GLM-5.1's stock template
     ("minimax_m27", "minimax_m27"),
     ("llama31", "llama3"),
     ("kimi_k2", "kimi25"),

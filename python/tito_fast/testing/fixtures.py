@@ -171,6 +171,23 @@ FAMILIES: dict[str, Family] = {
             ),
         }
     ),
+    # GLM-5, 5.1 and 5.2: the GLM-4.5..4.7 vocabulary with each one's stock template.
+    **{
+        name: Family(
+            {
+                "tokenizer.json": _tok("glm-4.5v", "9340665016419c825c4bdabbcc9acc43b7ca2c68ce142724afa829abb1be5efd"),
+                "tokenizer_config.json": _file(
+                    "glm-4.7-flash", "tokenizer_config.json", "31a173e2797ddc8b72ac996803513e627fc28d7aad02cfcce321a431d865c86d"
+                ),
+                "chat_template.jinja": _file(folder, "chat_template.jinja", sha),
+            }
+        )
+        for name, folder, sha in [
+            ("glm5", "glm-5", "45a1d5635afd3d8e08a28866e72fc8395d2a7ec30989fd0bdaec6dd45a99eff0"),
+            ("glm51", "glm-5.1", "03b1bbff20331e54647c68167e8ac7f0b5b7ceb40ead372f44826624a9ad79cd"),
+            ("glm52", "glm-5.2", "172dc74a35e1752df75ecfb2b2cf9326d2852bb1379868ebeec9571654489679"),
+        ]
+    },
     # Its config names GPT2Tokenizer, which would drop the real pre-tokenizer
     # and NFC normaliser: load tokenizer.json as a fast tokenizer instead.
     "minimax_m27": Family(
