@@ -28,6 +28,7 @@ PAIRS = [
     ("glm52", "glm47"),
     ("minimax_m27", "minimax_m27"),
     ("minimax_m27", "minimax_m25"),
+    ("minimax_m3", "minimax_m27"),  # MiniMax-M3's own tokenizer and stock template
     ("llama31", "llama3"),
     ("kimi_k2", "kimi25"),
     ("kimi_k2", "kimi26"),

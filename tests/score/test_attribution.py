@@ -61,6 +61,7 @@ PAIRS = [
     ("glm47", "glm47"),
     ("glm51", "glm47"),  # GLM-5.1's stock template
     ("minimax_m27", "minimax_m27"),
+    ("minimax_m3", "minimax_m27"),
     ("llama31", "llama3"),
     ("kimi_k2", "kimi25"),
     ("nemotron3", "nemotron3"),

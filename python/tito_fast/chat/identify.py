@@ -31,6 +31,7 @@ STOCK_SHA256: dict[str, tuple[str, str]] = {
     "03b1bbff20331e54647c68167e8ac7f0b5b7ceb40ead372f44826624a9ad79cd": ("glm47", "GLM-5.1's stock template"),
     "172dc74a35e1752df75ecfb2b2cf9326d2852bb1379868ebeec9571654489679": ("glm47", "GLM-5.2's stock template"),
     "893d908f7b5cc65fdde270dcae5ea1a99647c6a7ce572ae874a57b7160069566": ("minimax_m27", "MiniMax-M2.7's stock template"),
+    "11421244f67553498e5c8112dae02802025bcc4305ec45ad380af95c96f9fe64": ("minimax_m27", "MiniMax-M3's stock template"),
     "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65": ("llama3", "Llama 3.1's stock template"),
     "ab7813c3abdd9cb655905a410728b26c7884eca45ddfab8d9f931553485a7862": ("nemotron3", "Nemotron 3's stock template"),
 }

@@ -202,6 +202,19 @@ FAMILIES: dict[str, Family] = {
         },
         config_overrides={"tokenizer_class": "PreTrainedTokenizerFast"},
     ),
+    # MiniMax-M3: its own tokenizer and stock template (same loading fix as M2.7).
+    "minimax_m3": Family(
+        {
+            "tokenizer.json": _tok("minimax-m3", "bb1f1626cf01448f1e3b6036d0a061ffc66c91d9046aada14ea23a5441b5ad6e"),
+            "tokenizer_config.json": _file(
+                "minimax-m3", "tokenizer_config.json", "15caca9f74fbce9b86dc014e9324cbefa56703d81ccd6d56020faa1c41d2eae5"
+            ),
+            "chat_template.jinja": _file(
+                "minimax-m3", "chat_template.jinja", "11421244f67553498e5c8112dae02802025bcc4305ec45ad380af95c96f9fe64"
+            ),
+        },
+        config_overrides={"tokenizer_class": "PreTrainedTokenizerFast"},
+    ),
     # Meta's tiktoken ranks rebuilt as a byte-level BPE tokenizer.json (see
     # _build_llama3), with the Llama 3.1 template as shipped by llama.cpp.
     "llama31": Family(
