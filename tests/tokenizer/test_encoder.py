@@ -24,6 +24,7 @@ from tito_fast.tokenizer.encoder import DEEPSEEK_SPLITS, O200K, PATTERNS, FastEn
 COVERED = {
     "qwen3": "qwen", "glm47": "llama3", "llama31": "llama3", "kimi_k2": "qwen", "nemotron3": "qwen", "qwen35": "qwen",
     "deepseek_v3": "deepseek", "deepseek_v31": "deepseek", "deepseek_v4": "deepseek", "minimax_m27": "o200k",
+    "qwen25": "qwen", "minimax_m3": "o200k",
 }  # fmt: skip
 # The Qwen3.5 tokenizer.json read by `tokenizers` itself keeps its own pattern
 # (letters with marks); transformers replaces it with the Qwen pattern.
