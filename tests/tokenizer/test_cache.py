@@ -94,3 +94,12 @@ def test_the_render_probe_verdict_is_kept(tmp_path: Path, monkeypatch: pytest.Mo
     second = _native.__wrapped__(template, "{}", "drop")
     assert first.reason is None and second.reason is None and calls == [1]
     assert [p.name.split("-")[0] for p in tmp_path.iterdir()] == ["probe"]
+
+
+def test_a_bare_tokenizers_tokenizer_gets_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Vocab.from_tokenizer` takes a `tokenizers.Tokenizer` too (its `encode` gives an `Encoding`)."""
+    monkeypatch.setenv("TITO_FAST_TABLES", str(tmp_path))
+    tok = fixtures.load_tokenizer("qwen3")
+    bare = build_vocab(tok.backend_tokenizer, 50, 0)
+    full = build_vocab(tok, 50, 0)
+    assert bare.byte_exact and bare.blob == full.blob and np.array_equal(bare.offsets, full.offsets)

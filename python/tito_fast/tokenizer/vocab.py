@@ -139,6 +139,13 @@ def _boundary_ids(tokenizer: Any, added: list[dict[str, Any]]) -> frozenset[int]
     return frozenset(int(t["id"]) for t in added if t.get("special"))
 
 
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    """The ids of `text` without special tokens: a transformers tokenizer gives
+    a list, a `tokenizers.Tokenizer` an `Encoding`."""
+    out = tokenizer.encode(text, add_special_tokens=False)
+    return list(getattr(out, "ids", out))
+
+
 def _decode(tokenizer: Any, ids: list[int]) -> str:
     return str(tokenizer.decode(ids, skip_special_tokens=False))
 
@@ -212,7 +219,7 @@ def _self_check(tokenizer: Any, vocab: Vocab, samples: int, seed: int) -> str:
     seg = Segmenter([], vocab.offsets, vocab.blob, vocab.added_ids)
     rng = random.Random(seed)
     added = sorted(vocab.added_ids)
-    sequences = [list(tokenizer.encode(p, add_special_tokens=False)) for p in PROBES]
+    sequences = [_encode(tokenizer, p) for p in PROBES]
     for _ in range(samples):
         seq = [rng.randrange(vocab.size) for _ in range(rng.randrange(1, 12))]
         if added and rng.random() < 0.5:
