@@ -392,10 +392,11 @@ class AssemblySummary:
 
 @dataclass
 class Assembly:
-    """The chains of every session (`sessions[session_id]`, in order), the
-    events, the bad records and the summary."""
+    """The chains of every session (`sessions[session_id]`, in order: a
+    read-only mapping whose chains are made when a session is first read),
+    the events, the bad records and the summary."""
 
-    sessions: dict[str, list[Chain]]
+    sessions: ChainsBySession
     events: Events
     bad: list[BadCall]
     summary: AssemblySummary
@@ -951,54 +952,99 @@ def _table_hints(messages_col: Any, response_col: Any, rows: np.ndarray, counts:
     )  # fmt: skip
 
 
-def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dict[str, list[Chain]], int, Callable[[int], Event]]:
+class _Part:
+    """One batch's chains, made session by session when first read (a
+    Python object per chain costs more than matching its calls)."""
+
+    __slots__ = ("ids", "messages", "fam", "flat", "starts", "calls_start", "counts", "_cols")
+
+    def __init__(self, batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> None:
+        # what the chains keep of the batch: its session ids and its calls' messages, never their ids
+        self.ids, self.messages, self.fam = batch.ids, batch.messages, fam
+        # what the chains keep: their ids, masks, logprobs and call runs (one array each for the batch)
+        self.flat = {k: out[k] for k in ("ids", "loss_mask", "logprobs", "span_start")}
+        self.flat["span_call_index"] = batch.call_index[out["span_call"]] if len(out["span_call"]) else out["span_call"]
+        # chains are numbered session by session: each session's first chain
+        self.counts = np.bincount(out["chain_session"], minlength=len(batch.ids))
+        self.starts: list[int] = np.concatenate([[0], np.cumsum(self.counts)]).tolist()
+        self.calls_start: list[int] = np.concatenate([[0], np.cumsum(batch.counts)]).tolist()  # each session's first call
+        names = ("chain_offsets", "span_offsets", "chain_open", "chain_last_call", "chain_prompt_len", "chain_parent", "chain_shared")
+        self._cols = [out[k] for k in names]
+
+    def chains(self, s: int) -> list[Chain]:
+        """Session `s`'s chains (its place in the batch)."""
+        lo, hi = self.starts[s], self.starts[s + 1]
+        off, span, opened, last, plen, parent, shared = (c[lo : hi + 1].tolist() for c in self._cols)
+        sid, flat, fam, messages = self.ids[s], self.flat, self.fam, self.messages
+        return [
+            Chain(sid, j, flat, (off[j], off[j + 1]), (span[j], span[j + 1]), opened[j], fam, messages, (last[j], plen[j]),
+                  (None if parent[j] < 0 else parent[j] - lo, shared[j]))
+            for j in range(hi - lo)
+        ]  # fmt: skip
+
+
+class ChainsBySession(Mapping[str, list[Chain]]):
+    """Each session's chains (`sessions[session_id]`, in order), in the
+    sessions' order; a session's `Chain` objects are made when it is first
+    read (they are views of the assembly's arrays)."""
+
+    def __init__(self, parts: Sequence[_Part] = ()) -> None:
+        self._parts = list(parts)
+        self._where = {sid: (k, s) for k, part in enumerate(self._parts) for s, sid in enumerate(part.ids)}
+        self._made: dict[str, list[Chain]] = {}
+
+    def __getitem__(self, session_id: str) -> list[Chain]:
+        got = self._made.get(session_id)
+        if got is None:
+            k, s = self._where[session_id]
+            got = self._made[session_id] = self._parts[k].chains(s)
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._where
+
+    def counts(self) -> np.ndarray:
+        """Chains per session, in the sessions' order."""
+        return np.concatenate([p.counts for p in self._parts]) if self._parts else np.zeros(0, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return f"ChainsBySession({len(self):,} sessions, {int(self.counts().sum()):,} chains)"
+
+
+def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[_Part, int, Callable[[int], Event]]:
     """The batch's chains, and its events as a count and a maker (`Events`)."""
-    chain_off = out["chain_offsets"].tolist()
-    span_off = out["span_offsets"].tolist()
-    chain_session = out["chain_session"].tolist()
-    chain_open = out["chain_open"].tolist()
-    # what the chains keep: their ids, masks, logprobs and call runs (one array each for the batch)
-    flat = {k: out[k] for k in ("ids", "loss_mask", "logprobs", "span_start")}
-    flat["span_call_index"] = batch.call_index[out["span_call"]] if len(out["span_call"]) else out["span_call"]
-    by_session: dict[str, list[Chain]] = {sid: [] for sid in batch.ids}
-    first_chain = [0] * len(batch.ids)  # global index of each session's first chain
-    for g in range(len(chain_session) - 1, -1, -1):
-        first_chain[chain_session[g]] = g
-    last = zip(out["chain_last_call"].tolist(), out["chain_prompt_len"].tolist())
-    tree = zip(out["chain_parent"].tolist(), out["chain_shared"].tolist())
-    for g, (s, lc, (parent, shared)) in enumerate(zip(chain_session, last, tree)):
-        sid = batch.ids[s]
-        local = (None if parent < 0 else parent - first_chain[s], shared)
-        by_session[sid].append(
-            Chain(sid, g - first_chain[s], flat, (chain_off[g], chain_off[g + 1]), (span_off[g], span_off[g + 1]), chain_open[g], fam, batch.messages, lc, local)
-        )
+    part = _Part(batch, out, fam)
+    first_chain = part.starts  # global index of each session's first chain
     if not len(out["event_call"]):
-        return by_session, 0, lambda k: None  # type: ignore[return-value]
+        return part, 0, lambda k: None  # type: ignore[return-value]
     call_chain = out["call_chain"]
-    session_start = np.concatenate([[0], np.cumsum(batch.counts)]).astype(np.int64)
-    session_of_call = np.repeat(np.arange(len(batch.ids)), batch.counts)
-    cols = {k: out[f"event_{k}"].tolist() for k in ("call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped")}
-    ev_session = session_of_call[out["event_call"]].tolist()
-    ev_index = batch.call_index[out["event_call"]].tolist()
+    session_start = part.calls_start
+    cols = {k: out[f"event_{k}"] for k in ("call", "kind", "policy", "chain", "to_chain", "position", "removed", "masked", "dropped")}
+    sids, source, call_index = batch.ids, batch.source, batch.call_index  # what a plain event reads: never the calls' ids
 
-    sids, source = batch.ids, batch.source  # what a plain event reads: never the calls' ids
-
-    def plain(k: int) -> Event:
-        s = ev_session[k]
-        base = first_chain[s] if chain_session and chain_session[first_chain[s]] == s else 0
+    def plain(k: int) -> Event:  # read from the arrays when asked for (most events never are)
+        g_call = int(cols["call"][k])
+        s = bisect.bisect_right(session_start, g_call) - 1
+        base = first_chain[s]
         kind = KINDS[cols["kind"][k]]
-        chain_g, to_g = cols["chain"][k], cols["to_chain"][k]
+        chain_g, to_g = int(cols["chain"][k]), int(cols["to_chain"][k])
         return Event(
-            sids[s], ev_index[k], kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
-            None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, cols["position"][k],
-            cols["removed"][k], cols["masked"][k], cols["dropped"][k], source=source(cols["call"][k]),
+            sids[s], int(call_index[g_call]), kind, "extend" if kind == "extend" else POLICIES[cols["policy"][k]],
+            None if chain_g < 0 else chain_g - base, None if to_g < 0 else to_g - base, int(cols["position"][k]),
+            int(cols["removed"][k]), int(cols["masked"][k]), int(cols["dropped"][k]), source=source(g_call),
         )  # fmt: skip
 
     def make(k: int) -> Event:
         ev = plain(k)
-        g_call, s, kind, chain_g, pos = cols["call"][k], ev_session[k], ev.kind, cols["chain"][k], ev.position
+        g_call, kind, chain_g, pos = int(cols["call"][k]), ev.kind, int(cols["chain"][k]), ev.position
         if chain_g >= 0 and fam.tracker is not None:
-            lo = int(session_start[s])
+            lo = session_start[bisect.bisect_right(session_start, g_call) - 1]
             before = np.flatnonzero(call_chain[lo:g_call] == chain_g)
             if len(before):
                 prev = lo + int(before[-1])  # the last call the chain took before this one
@@ -1012,8 +1058,8 @@ def _build(batch: _Batch, out: dict[str, np.ndarray], fam: _Family) -> tuple[dic
 
     if fam.tracker is not None:  # messages and diagnoses read the calls' ids: made now, so the input is not kept
         made = [make(k) for k in range(len(cols["call"]))]
-        return by_session, len(made), made.__getitem__
-    return by_session, len(cols["call"]), plain
+        return part, len(made), made.__getitem__
+    return part, len(cols["call"]), plain
 
 
 class _Tally:
@@ -1044,14 +1090,15 @@ class _Tally:
 
 
 def _summary(
-    sessions: dict[str, list[Chain]], tally: _Tally, calls: int, sampled: int, delivered: int, bad: int,
+    sessions: ChainsBySession, tally: _Tally, calls: int, sampled: int, delivered: int, bad: int,
     policy: Mapping[str, str], window: int,
 ) -> AssemblySummary:  # fmt: skip
+    counts, times = np.unique(sessions.counts(), return_counts=True)
     return AssemblySummary(
         sessions=len(sessions),
         calls=calls,
-        chains=sum(len(cs) for cs in sessions.values()),
-        chains_per_session=dict(Counter(len(cs) for cs in sessions.values())),
+        chains=int(np.dot(counts, times)),
+        chains_per_session=dict(zip(counts.tolist(), times.tolist())),
         sampled_ids=sampled,
         delivered_ids=delivered,
         masked_by_cause=dict(tally.masked),
@@ -1070,7 +1117,7 @@ BATCH_SESSIONS = 2048
 
 def _run(
     batch: _Batch, fam: _Family, pol: Mapping[str, str], window: int, threads: int | None, leaves: str, tally: _Tally
-) -> tuple[dict[str, list[Chain]], int, Callable[[int], Event], int]:
+) -> tuple[_Part, int, Callable[[int], Event], int]:
     """The Rust matching of one batch: its chains, its events (a count and a
     maker, counted into `tally`) and the ids delivered with loss 1."""
     a = batch.args
@@ -1202,7 +1249,7 @@ def _assemble_batches(
     batches: Iterator[_Batch], total: int, bad: list[BadCall], fam: _Family, pol: Mapping[str, str], window: int,
     threads: int | None, progress: Callable[[int, int], None] | None, leaves: str = "all",
 ) -> Assembly:  # fmt: skip
-    by_session: dict[str, list[Chain]] = {}
+    parts: list[_Part] = []
     events = Events()
     tally = _Tally()
     n_calls = sampled = delivered = done = 0
@@ -1220,11 +1267,12 @@ def _assemble_batches(
             n_calls += len(batch.call_index)
             sampled += batch.sampled
             delivered += got
-            by_session.update(chains)
+            parts.append(chains)
             events.add(count, make)
             done += len(batch.ids)
             if progress is not None:
                 progress(done, total)
+        by_session = ChainsBySession(parts)
         summary = _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window)
     finally:
         if paused:

@@ -199,12 +199,16 @@ impl Index {
         (c != NONE).then_some(c)
     }
 
-    fn alloc(&mut self, node: Node) -> u32 {
+    /// A node (`kids` and `tips` empty); a released node is reused with its
+    /// vectors' room (no allocation per call once a session is warm).
+    fn alloc(&mut self, depth: usize, parent: u32, src: u32, top: (u64, u32)) -> u32 {
         if let Some(i) = self.free.pop() {
-            self.nodes[i as usize] = node;
+            let n = &mut self.nodes[i as usize];
+            (n.depth, n.parent, n.slot, n.src, n.top) = (depth, parent, 0, src, top);
+            debug_assert!(n.kids.is_empty() && n.tips.is_empty());
             i
         } else {
-            self.nodes.push(node);
+            self.nodes.push(Node { depth, parent, slot: 0, src, kids: Vec::new(), tips: Vec::new(), top });
             u32::try_from(self.nodes.len() - 1).expect("fewer than 2**32 nodes a session")
         }
     }
@@ -250,15 +254,7 @@ impl Index {
             None => p.node,
             Some(v) => {
                 let (vsrc, top) = (self.nodes[v as usize].src, self.nodes[v as usize].top);
-                let w = self.alloc(Node {
-                    depth: p.depth,
-                    parent: p.node,
-                    slot: 0,
-                    src: vsrc,
-                    kids: Vec::new(),
-                    tips: Vec::new(),
-                    top,
-                });
+                let w = self.alloc(p.depth, p.node, vsrc, top);
                 self.replace_kid(v, w);
                 self.kids.insert((p.node, at(seq(vsrc), self.nodes[p.node as usize].depth)), w);
                 self.add_kid(seq, w, v);
@@ -268,15 +264,7 @@ impl Index {
         if n == p.depth {
             return base;
         }
-        let x = self.alloc(Node {
-            depth: n,
-            parent: base,
-            slot: 0,
-            src,
-            kids: Vec::new(),
-            tips: Vec::new(),
-            top: (0, NONE),
-        });
+        let x = self.alloc(n, base, src, (0, NONE));
         debug_assert_eq!(at(seq(src), 0), at(s, 0));
         self.add_kid(seq, base, x);
         x
@@ -363,8 +351,8 @@ impl Index {
 
     fn release(&mut self, x: u32) {
         let n = &mut self.nodes[x as usize];
-        n.kids = Vec::new();
-        n.tips = Vec::new();
+        n.kids.clear();
+        n.tips.clear();
         n.parent = NONE;
         self.free.push(x);
     }

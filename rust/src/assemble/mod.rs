@@ -325,6 +325,8 @@ struct Forest<'c, 'a> {
     tips: Vec<u32>,
     trimmed: Vec<Vec<u32>>,
     clock: u64,
+    /// Room reused call after call: the nodes a walk passes, then a chain's old trimmed ends.
+    scratch: Vec<u32>,
 }
 
 impl Forest<'_, '_> {
@@ -335,18 +337,21 @@ impl Forest<'_, '_> {
         let seq = |x: u32| calls.seq(x);
         let s = calls.seq(c);
         let n = s.0.len() + s.1.len();
-        let q = self.index.walk(&seq, s, n, p, &mut Vec::new());
+        let q = self.index.walk(&seq, s, n, p, &mut self.scratch);
+        self.scratch.clear();
         let node = self.index.insert(&seq, q, c, s, n);
         self.clock += 1;
         let k32 = u32::try_from(k).expect("fewer than 2**32 chains a session");
-        let (old_tip, old_trimmed) = if replaces {
+        let old_tip = if replaces {
             self.stamps[k] = self.clock;
-            (Some(std::mem::replace(&mut self.tips[k], node)), std::mem::take(&mut self.trimmed[k]))
+            // the old trimmed ends to `scratch` (emptied above), the chain keeps its vector's room
+            std::mem::swap(&mut self.trimmed[k], &mut self.scratch);
+            Some(std::mem::replace(&mut self.tips[k], node))
         } else {
             self.stamps.push(self.clock);
             self.tips.push(node);
             self.trimmed.push(Vec::new());
-            (None, Vec::new())
+            None
         };
         self.index.add_tip(node, k32, self.clock);
         // Its trimmed ends: up to max_trim trailing ids of the trim set.
@@ -364,9 +369,10 @@ impl Forest<'_, '_> {
         if let Some(t) = old_tip {
             self.index.remove_tip(&seq, t, k32);
         }
-        for t in old_trimmed {
+        for &t in &self.scratch {
             self.index.remove_tip(&seq, t, k32);
         }
+        self.scratch.clear();
     }
 
     /// A new chain of call `c` (branching off `parent`), indexed from `p`.
@@ -409,6 +415,7 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         tips: Vec::new(),
         trimmed: Vec::new(),
         clock: 0,
+        scratch: Vec::new(),
     };
     let seq = |x: u32| calls.seq(x);
     let mut last: Option<usize> = None; // the chain extended last
@@ -980,6 +987,7 @@ pub fn flatten(
     parts.into_par_iter().zip(&done).enumerate().try_for_each(|(s, (part, a))| {
         part.fill(s, sessions[s].0, &session(calls, sessions[s]), a).map_err(|b| (s, b))
     })?;
+    done.into_par_iter().for_each(drop); // many small vectors: freed on every thread
     (f.chain_last_call, f.chain_prompt_len) = last.into_iter().unzip();
     (f.chain_parent, f.chain_shared) = tree.into_iter().unzip();
     Ok(f)

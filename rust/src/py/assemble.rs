@@ -14,24 +14,32 @@ use super::threads_arg;
 use crate::assemble::{assemble_many, flatten, Calls, Options, Policy};
 use crate::batch::with_threads;
 
-fn offsets(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult<Vec<usize>> {
+/// Offsets that cut `n_values` values into rows start at 0 and end at
+/// `n_values` (checked in O(1): each row read is checked where it is read).
+fn offset_ends(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult<()> {
     if off.first() != Some(&0) {
         return Err(input_error(py, name, Some(0), "must start at 0"));
     }
-    let mut out = Vec::with_capacity(off.len());
-    for (i, &o) in off.iter().enumerate() {
-        if i > 0 && o < off[i - 1] {
-            return Err(input_error(py, name, Some(i), &format!("decreases ({} after {})", o, off[i - 1])));
-        }
-        out.push(usize::try_from(o).map_err(|_| input_error(py, name, Some(i), "is negative"))?);
-    }
-    if out.last() != Some(&n_values) {
+    if off.last().and_then(|&o| usize::try_from(o).ok()) != Some(n_values) {
         return Err(input_error(
             py,
             name,
             Some(off.len() - 1),
             &format!("must end at the number of values ({n_values})"),
         ));
+    }
+    Ok(())
+}
+
+/// Offsets checked whole: from 0 to `n_values`, never decreasing.
+fn offsets(py: Python<'_>, name: &str, off: &[i64], n_values: usize) -> PyResult<Vec<usize>> {
+    offset_ends(py, name, off, n_values)?;
+    let mut out = Vec::with_capacity(off.len());
+    for (i, &o) in off.iter().enumerate() {
+        if i > 0 && o < off[i - 1] {
+            return Err(input_error(py, name, Some(i), &format!("decreases ({} after {})", o, off[i - 1])));
+        }
+        out.push(usize::try_from(o).map_err(|_| input_error(py, name, Some(i), "is negative"))?);
     }
     Ok(out)
 }
@@ -118,19 +126,69 @@ impl<'py> PromptRows<'py> {
             .collect()
     }
 
-    /// Each call's prompt, from `sources`.
-    fn rows<'a>(&self, py: Python<'_>, sources: &'a [Cow<'a, [u32]>]) -> PyResult<Vec<&'a [u32]>> {
+    /// Each call's prompt, from `sources`, read where asked.
+    fn rows<'a>(&'a self, py: Python<'_>, sources: &'a [Cow<'a, [u32]>]) -> PyResult<Rows<'a, u32>> {
         match self {
-            PromptRows::PerCall(_) => Ok(sources.iter().map(AsRef::as_ref).collect()),
+            PromptRows::PerCall(_) => Ok(Rows::PerRow(sources.iter().map(AsRef::as_ref).collect())),
             PromptRows::Chunks(chunks) => {
-                let mut out = Vec::new();
+                let mut parts = Vec::with_capacity(chunks.len());
                 for ((_, offs), v) in chunks.iter().zip(sources) {
                     let o =
                         offs.as_slice().map_err(|_| input_error(py, "prompts", None, "offsets must be contiguous"))?;
-                    let o = offsets(py, "prompts", o, v.len())?;
-                    out.extend(o.windows(2).map(|w| &v[w[0]..w[1]]));
+                    offset_ends(py, "prompts", o, v.len())?;
+                    parts.push((v.as_ref(), o));
                 }
-                Ok(out)
+                Ok(Rows::csr(parts))
+            }
+        }
+    }
+}
+
+/// Rows of values: one slice per row, or cut from CSR chunks (values and
+/// int64 offsets each) where a row is asked for. A batch of sessions reads
+/// its own rows only: building every row's slice for each batch of a large
+/// capture would cost the whole capture per batch.
+enum Rows<'a, T> {
+    PerRow(Vec<&'a [T]>),
+    /// The chunks, and the first row of each (one more entry: the number of rows).
+    Csr(Vec<(&'a [T], &'a [i64])>, Vec<usize>),
+}
+
+impl<'a, T> Rows<'a, T> {
+    fn csr(parts: Vec<(&'a [T], &'a [i64])>) -> Self {
+        let mut starts = Vec::with_capacity(parts.len() + 1);
+        let mut n = 0;
+        for (_, o) in &parts {
+            starts.push(n);
+            n += o.len().saturating_sub(1);
+        }
+        starts.push(n);
+        Rows::Csr(parts, starts)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Rows::PerRow(v) => v.len(),
+            Rows::Csr(_, starts) => starts.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// Row `r` (`r < len()`), or why its offsets do not cut a row from the values.
+    fn get(&self, r: usize) -> Result<&'a [T], String> {
+        match self {
+            Rows::PerRow(v) => Ok(v[r]),
+            Rows::Csr(parts, starts) => {
+                let k = starts.partition_point(|&s| s <= r) - 1;
+                let ((v, o), i) = (parts[k], r - starts[k]);
+                match (usize::try_from(o[i]), usize::try_from(o[i + 1])) {
+                    (Ok(a), Ok(b)) if a <= b && b <= v.len() => Ok(&v[a..b]),
+                    _ => Err(format!(
+                        "offsets of row {r} ({}..{}) do not lie within the {} values",
+                        o[i],
+                        o[i + 1],
+                        v.len()
+                    )),
+                }
             }
         }
     }
@@ -261,7 +319,7 @@ pub(crate) fn assemble_calls<'py>(
         None => Vec::new(),
     };
     let nan = vec![f32::NAN; c_sources.iter().map(|c| c.len()).max().unwrap_or(0)]; // a call without logprobs
-    let (c_rows, lp_rows): (Vec<&[u32]>, Vec<&[f32]>) = match (&flat, &completion_offsets, &per_call) {
+    let (c_rows, lp_rows): (Rows<'_, u32>, Rows<'_, f32>) = match (&flat, &completion_offsets, &per_call) {
         (Some((c, lp)), Some(co), _) => {
             let c = c.as_slice().map_err(|_| input_error(py, "completion", None, "must be a contiguous array"))?;
             let lp = lp.as_slice().map_err(|_| input_error(py, "logprobs", None, "must be a contiguous array"))?;
@@ -274,8 +332,8 @@ pub(crate) fn assemble_calls<'py>(
                 ));
             }
             let co = co.as_slice().map_err(|_| input_error(py, "completion_offsets", None, "must be contiguous"))?;
-            let co = offsets(py, "completion_offsets", co, c.len())?;
-            (co.windows(2).map(|w| &c[w[0]..w[1]]).collect(), co.windows(2).map(|w| &lp[w[0]..w[1]]).collect())
+            offset_ends(py, "completion_offsets", co, c.len())?;
+            (Rows::csr(vec![(c, co)]), Rows::csr(vec![(lp, co)]))
         }
         (None, None, Some((_, arrays))) => {
             let mut lps = Vec::with_capacity(arrays.len());
@@ -294,7 +352,7 @@ pub(crate) fn assemble_calls<'py>(
                 }
                 lps.push(v);
             }
-            (c_sources.iter().map(AsRef::as_ref).collect(), lps)
+            (Rows::PerRow(c_sources.iter().map(AsRef::as_ref).collect()), Rows::PerRow(lps))
         }
         _ => unreachable!("completions are flat exactly when completion_offsets is given"),
     };
@@ -312,24 +370,29 @@ pub(crate) fn assemble_calls<'py>(
             &format!("describes {rows} calls, but there are {} prompts", p_rows.len()),
         ));
     }
+    // The rows of this batch, in order: each read once (never every row of the capture).
     let order: Vec<usize> = match &order {
         None => (0..rows).collect(),
         Some(o) => {
             let o = o.as_slice().map_err(|_| input_error(py, "order", None, "must be contiguous"))?;
-            let mut seen = vec![false; rows];
+            let mut seen = rustc_hash::FxHashSet::with_capacity_and_hasher(o.len(), Default::default());
             let mut out = Vec::with_capacity(o.len());
             for (i, &r) in o.iter().enumerate() {
-                let r = usize::try_from(r).ok().filter(|&r| r < rows && !seen[r]);
+                let r = usize::try_from(r).ok().filter(|&r| r < rows && seen.insert(r));
                 let r = r.ok_or_else(|| input_error(py, "order", Some(i), "must list call rows, each at most once"))?;
-                seen[r] = true;
                 out.push(r);
             }
             out
         }
     };
-    let p: Vec<&[u32]> = order.iter().map(|&r| p_rows[r]).collect();
-    let cs: Vec<&[u32]> = order.iter().map(|&r| c_rows[r]).collect();
-    let lps: Vec<&[f32]> = order.iter().map(|&r| lp_rows[r]).collect();
+    let mut p = Vec::with_capacity(order.len());
+    let mut cs = Vec::with_capacity(order.len());
+    let mut lps = Vec::with_capacity(order.len());
+    for &r in &order {
+        p.push(p_rows.get(r).map_err(|e| input_error(py, "prompts", Some(r), &e))?);
+        cs.push(c_rows.get(r).map_err(|e| input_error(py, "completion_offsets", Some(r), &e))?);
+        lps.push(lp_rows.get(r).map_err(|e| input_error(py, "completion_offsets", Some(r), &e))?);
+    }
     let ended: Vec<bool> = match &length {
         None => Vec::new(),
         Some(l) => {
@@ -374,16 +437,17 @@ pub(crate) fn assemble_calls<'py>(
             if h.len() != rows {
                 return Err(input_error(py, "hints", None, &format!("has {} values for {rows} calls", h.len())));
             }
-            let mut place = vec![(usize::MAX, usize::MAX); rows]; // row -> (session, place)
+            // row -> (session, place), for this batch's rows only
+            let mut place = rustc_hash::FxHashMap::with_capacity_and_hasher(order.len(), Default::default());
             for (s, w) in so.windows(2).enumerate() {
                 for (i, &r) in order[w[0]..w[1]].iter().enumerate() {
-                    place[r] = (s, i);
+                    place.insert(r, (s, i));
                 }
             }
             let mut out = Vec::with_capacity(order.len());
             for (s, w) in so.windows(2).enumerate() {
                 for &r in &order[w[0]..w[1]] {
-                    let target = usize::try_from(h[r]).ok().filter(|&t| t < rows).map(|t| place[t]);
+                    let target = usize::try_from(h[r]).ok().and_then(|t| place.get(&t).copied());
                     out.push(match target {
                         Some((ts, ti)) if ts == s => ti as i64,
                         _ => -1,
