@@ -7,6 +7,7 @@ import gc
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain as concat
@@ -786,8 +787,15 @@ def _screen(table: Any, name: str, on_error: OnError) -> tuple[Any, np.ndarray |
         bad = bad | (given & (lp_len != c_len))
         flat = pc.list_flatten(lp)
         if len(flat):
-            v = np.asarray(pc.fill_null(flat.cast(pa.float64()), 0.0), dtype=np.float64)
-            wrong = ~np.isfinite(v) | (np.abs(v) > np.finfo(np.float32).max)
+            # read in place when they are floats without nulls (a copy of millions of
+            # logprobs costs more here than the checks); a float32 that is finite is in range
+            if types.is_floating(flat.type) and not flat.null_count and flat.type.bit_width in (32, 64):
+                v = np.asarray(flat)
+            else:
+                v = np.asarray(pc.fill_null(flat.cast(pa.float64()), 0.0), dtype=np.float64)
+            wrong = ~np.isfinite(v)
+            if v.dtype != np.float32:
+                wrong |= np.abs(v) > np.finfo(np.float32).max
             bad[_row_of_values(lp_len, wrong)] = True
     if "call_index" in names and not types.is_null(typ("call_index")):
         ci = table.column("call_index")
@@ -1189,6 +1197,45 @@ def assemble(
         >>> a.sessions["s"][0].ids.tolist(), a.sessions["s"][0].loss_mask.tolist()
         ([1, 2, 3, 4, 5], [0, 0, 1, 0, 1])
     """
+    with _collector_paused():
+        return _assemble(
+            calls, family=family, tokenizer=tokenizer, policy=policy, realign_window=realign_window, on_error=on_error,
+            threads=threads, progress=progress, leaves=leaves, matcher=matcher,
+        )  # fmt: skip
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for an assembly. Chains and events
+    are many small objects that live as long as the assembly: the collector
+    finds nothing among them. Left on, it rescans them as they pile up (a
+    session of a million calls went superlinear), and the objects an
+    assembly makes set off full collections of the caller's whole heap (in a
+    process holding a large capture as Python lists, a full collection costs
+    more than the assembly)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _assemble(
+    calls: str | Path | Iterable[Call | dict[str, Any]],
+    *,
+    family: Any = None,
+    tokenizer: Any = None,
+    policy: str | dict[str, str] | None = None,
+    realign_window: int = DEFAULT_REALIGN_WINDOW,
+    on_error: OnError = "fail",
+    threads: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    leaves: str = "all",
+    matcher: str | None = None,
+) -> Assembly:
+    """`assemble`'s work (run with the collector paused)."""
     if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
         raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
     pol = resolve_policy(policy)
@@ -1253,28 +1300,16 @@ def _assemble_batches(
     events = Events()
     tally = _Tally()
     n_calls = sampled = delivered = done = 0
-    # Chains and events are many small objects that live as long as the
-    # assembly: the cyclic collector finds nothing among them. Left on, it
-    # rescans them as they pile up (a session of a million calls went
-    # superlinear), and the objects they add set off full collections of the
-    # caller's whole heap (in a process holding a large capture as Python
-    # lists, 60% of the time went there).
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        for batch in batches:
-            chains, count, make, got = _run(batch, fam, pol, window, threads, leaves, tally)
-            n_calls += len(batch.call_index)
-            sampled += batch.sampled
-            delivered += got
-            parts.append(chains)
-            events.add(count, make)
-            done += len(batch.ids)
-            if progress is not None:
-                progress(done, total)
-        by_session = ChainsBySession(parts)
-        summary = _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window)
-    finally:
-        if paused:
-            gc.enable()
+    for batch in batches:  # (the collector is paused: `_collector_paused`)
+        chains, count, make, got = _run(batch, fam, pol, window, threads, leaves, tally)
+        n_calls += len(batch.call_index)
+        sampled += batch.sampled
+        delivered += got
+        parts.append(chains)
+        events.add(count, make)
+        done += len(batch.ids)
+        if progress is not None:
+            progress(done, total)
+    by_session = ChainsBySession(parts)
+    summary = _summary(by_session, tally, n_calls, sampled, delivered, len(bad), pol, window)
     return Assembly(by_session, events, bad, summary)
