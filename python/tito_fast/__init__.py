@@ -41,6 +41,7 @@ from tito_fast.compare.comparator import (
 )
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem, RoleScheme
 from tito_fast.errors import AppendOnlyError, FamilyError, RenderDiffError, RenderError, RollbackError
+from tito_fast.session.derive import Derivation, derive_family
 from tito_fast.session.trajectory import Trajectory
 from tito_fast.tokenizer.encoder import FastEncoder
 from tito_fast.tokenizer.vocab import Vocab
@@ -78,6 +79,8 @@ __all__ = [
     "get_tito_tokenizer",
     "RollbackError",
     "Trajectory",
+    "Derivation",
+    "derive_family",
     "assemble",
     "Assembly",
     "Chain",

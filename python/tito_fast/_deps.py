@@ -78,8 +78,9 @@ def tokenizers() -> ModuleType:
 
 def jinja2() -> ModuleType:
     """`jinja2`, with the submodules the chat-template environment uses
-    (`ext`, `nodes`, `runtime`, `utils`, `sandbox`) imported."""
-    for sub in ("ext", "nodes", "runtime", "utils", "sandbox"):
+    (`ext`, `nodes`, `runtime`, `utils`, `sandbox`) and `meta` (a template's
+    variables, `tito_fast.session.derive`) imported."""
+    for sub in ("ext", "nodes", "runtime", "utils", "sandbox", "meta"):
         require(f"jinja2.{sub}", "render a chat template")
     return require("jinja2", "render a chat template")
 

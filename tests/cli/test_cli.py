@@ -75,6 +75,26 @@ def test_verify_template_passes_and_fails_as_it_should(tmp_path: Any, capsys: An
     assert cli("verify-template", "--tokenizer", "fixture:qwen3", "--family", str(config), "--template", str(template), "--quiet") == 0
 
 
+def test_verify_template_derive_writes_a_family_usable_everywhere(tmp_path: Any, capsys: Any) -> None:
+    from tito_fast.cli.main import cli
+
+    out = tmp_path / "glm47.json"
+    assert cli("verify-template", "--tokenizer", "fixture:glm51", "--derive", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "TITO holds with this declaration" in text and "clear_thinking" in text
+    declared = json.loads(out.read_text())
+    assert declared["drop_last_if_in"] == ["<|observation|>", "<|user|>"] and declared["max_trim_tokens"] == 1
+    assert cli("verify-template", "--tokenizer", "fixture:glm51", "--family", str(out), "--quiet") == 0  # usable as --family
+    assert cli("score", str(Path(__file__).resolve().parents[2] / "examples" / "glm47_dump.jsonl"), "--tokenizer", "fixture:glm47", "--family", str(out), "--quiet") == 0
+    broken = tmp_path / "t.jinja"  # earlier assistant turns elided: nothing makes it append-only
+    broken.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' and not loop.last %}-"
+                      "{% else %}{{ m.content or '' }}{% endif %}<|im_end|>\n{% endfor %}"
+                      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert cli("verify-template", "--tokenizer", "fixture:qwen25", "--template", str(broken), "--derive", str(out)) == 1
+    assert "TITO cannot hold with this template" in capsys.readouterr().out
+    assert cli("verify-template", "--tokenizer", "fixture:qwen25", "--family", "qwen25", "--derive", str(out)) == 2
+
+
 @pytest.mark.parametrize(("backend", "says"), [("native", "native (Rust"), ("jinja", "jinja2"), ("hf", "the tokenizer's apply_chat_template")])
 def test_verify_template_backends_agree(backend: str, says: str, capsys: Any) -> None:
     assert cli("verify-template", "--tokenizer", "fixture:glm47", "--family", "glm47", "--backend", backend) == 0

@@ -114,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
         help="template kwargs as a JSON object, e.g. '{\"enable_thinking\": false}'",
     )  # fmt: skip
     verify.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT ('-' for stdout)")
+    verify.add_argument(
+        "--derive", metavar="OUT.json",
+        help="derive a family declaration from the tokenizer's template (or --template) alone, verify it and write it to "
+        "OUT.json (usable as --family OUT.json): exit 0 when TITO holds with it, 1 when it cannot (the shapes that break "
+        "and what would fix them are printed)",
+    )  # fmt: skip
     verify.add_argument("--quiet", action="store_true", help="no progress and no table")
     score = sub.add_parser(
         "score",
@@ -425,8 +431,10 @@ def _diff(ns: argparse.Namespace) -> int:
 
 
 def _verify_template(ns: argparse.Namespace) -> int:
-    _check_outputs({"--json": ns.json}, [ns.template, ns.encoder, ns.tokenizer])
+    _check_outputs({"--json": ns.json, "--derive": ns.derive}, [ns.template, ns.encoder, ns.tokenizer])
     tok = load_tokenizer(ns.tokenizer)
+    if ns.derive is not None:
+        return _derive(ns, tok)
     family = _family_arg(ns.family)
     if family is None:
         family, note = resolve_family(None, tok)
@@ -474,6 +482,35 @@ def _verify_template(ns: argparse.Namespace) -> int:
         }  # fmt: skip
         _write(ns.json, json.dumps(payload, indent=2, ensure_ascii=False), "--json")
     return EXIT_CODES["findings"] if failed or refused or not any(r.ok for r in results) else EXIT_CODES["ok"]
+
+
+def _derive(ns: argparse.Namespace, tok: Any) -> int:
+    """verify-template --derive: a family declaration from the template alone, verified."""
+    from tito_fast.session.derive import derive_family
+
+    if ns.family is not None:
+        raise UsageError("--derive derives the family from the template: leave out --family")
+    template, label = _verify_template_file(ns.template)
+    name = Path(ns.derive).stem if ns.derive != "-" else "derived"
+    done = derive_family(tok, template=template, name=name, template_kwargs=ns.chat_template_kwargs)
+    payload = json.dumps(done.declaration(), indent=2, ensure_ascii=False) + "\n"
+    _write(ns.derive, payload, "--derive")
+    if not ns.quiet:
+        out = sys.stderr if ns.derive == "-" else sys.stdout
+        passed = sum(r.ok for r in done.results)
+        failed = sum(not r.ok and not r.skipped for r in done.results)
+        skipped = sum(bool(r.skipped) for r in done.results)
+        out.write(f"derived family {done.config.name!r} from {label or done.template_source}:\n")
+        for step in done.steps:
+            out.write(f"  - {step}\n")
+        out.write(f"replays with it: {passed} passed, {failed} failed, {skipped} skipped\n")
+        out.write("TITO holds with this declaration" if done.holds else done.fix)
+        out.write(f"\nwritten: {ns.derive}\n" if ns.derive != "-" else "\n")
+    if ns.json:
+        results = {"declaration": done.declaration(), "holds": done.holds, "steps": done.steps, "fix": done.fix,
+                   "results": [r.to_dict() for r in done.results]}  # fmt: skip
+        _write(ns.json, json.dumps(results, indent=2, ensure_ascii=False), "--json")
+    return EXIT_CODES["ok"] if done.holds else EXIT_CODES["findings"]
 
 
 def _verify_template_file(value: str | None) -> tuple[str | None, str]:
