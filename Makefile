@@ -40,7 +40,7 @@ test: $(BIN)/python
 VERIFY_PAIRS = qwen3:qwen3:qwen3_fixed.jinja qwen3:qwennext:qwen3_thinking_2507_and_next_fixed.jinja \
 	qwen35:qwen35:qwen3.5_fixed.jinja qwen25:qwen25 glm47:glm47 glm5:glm47 glm51:glm47 glm52:glm47 minimax_m27:minimax_m27:minimax_m27_fixed.jinja \
 	minimax_m27:minimax_m25:minimax_m25_fixed.jinja minimax_m3:minimax_m27 llama31:llama3 kimi_k2:kimi25 kimi_k2:kimi25:kimi_k25_fixed.jinja \
-	deepseek_v32:deepseekv32 deepseek_v4:deepseekv4 nemotron3:nemotron3
+	deepseek_v32:deepseekv32 deepseek_v4:deepseekv4 nemotron3:nemotron3 devstral:mistral
 verify-templates: $(BIN)/python
 	$(BIN)/python -m pip install --quiet '.[test]'
 	@set -e; for spec in $(VERIFY_PAIRS); do \

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tito_fast.chat.families import FAMILIES, FamilyConfig, get_tito_tokenizer, patch_template
 from tito_fast.errors import AppendOnlyError, FamilyError, RenderDiffError
-from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations, verify_family
+from tito_fast.session.verify import ROLE_SETS, TOOLS, conversations, verify_family, with_call_ids
 from tito_fast.testing import fixtures
 from tito_fast.testing.reference import ReferenceTito
 
@@ -35,6 +35,7 @@ PAIRS = [
     ("qwen3", "default"),
     ("qwen3", "qwennext"),  # Qwen3's template stands in for Qwen3-Next's (same reasoning gate)
     ("nemotron3", "nemotron3"),  # NVIDIA's template on the Qwen3 vocabulary
+    ("devstral", "mistral"),  # Devstral Small's template (llama.cpp's copy) with Mistral's special tokens added
     ("deepseek_v4", "deepseekv4"),  # DeepSeek's encoder module, no template
 ]
 
@@ -79,6 +80,7 @@ def test_ids_equal_the_reference_at_every_split(tok_name: str, family: str, back
             continue
         for parallel in (True, False):
             for _, messages in conversations(roles, parallel_calls=parallel):
+                messages = with_call_ids(messages, tito.config.tool_call_ids)
                 for old_end, new_end in _splits(messages):
                     old, new = messages[:old_end], messages[:new_end]
                     if not {m["role"] for m in new[old_end:]} <= tito.allowed_append_roles:

@@ -565,3 +565,15 @@ def _message_texts(m: dict[str, Any]) -> list[str]:
     for call in m.get("tool_calls") or []:
         texts += [v for v in call["function"]["arguments"].values() if isinstance(v, str)]
     return texts
+
+
+def test_mistral_faults_are_named_but_an_answer_after_tool_results(tmp_path: Path) -> None:
+    """Devstral Small's template (Mistral's special tokens on the Qwen3
+    vocabulary): every planted fault is named by its message, except in an
+    assistant answer that follows tool results. Mistral's format opens no
+    block for it (the text follows `[/TOOL_RESULTS]` directly), so a
+    difference there is named as the tool message before it."""
+    tally = attribute_all("devstral", "mistral", tmp_path / "faults.jsonl")
+    assert sum(tally.planted.values()) > 100 and tally.wrong
+    assert all(w.startswith("agent message 5 (assistant)") and "items at [(4, 'tool')]" in w for w in tally.wrong), tally.wrong
+    assert len(tally.wrong) <= 4

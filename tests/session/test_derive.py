@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [
     ("qwen3", "qwen3"), ("qwen25", "qwen25"), ("qwen35", "qwen35"), ("glm47", "glm47"), ("glm51", "glm47"),
     ("glm52", "glm47"), ("minimax_m27", "minimax_m27"), ("minimax_m3", "minimax_m27"), ("llama31", "llama3"),
-    ("kimi_k2", "kimi25"), ("nemotron3", "nemotron3"),
+    ("kimi_k2", "kimi25"), ("nemotron3", "nemotron3"), ("mistral_small32", "mistral"), ("ministral3", "mistral"),
+    ("devstral", "mistral"),
 ]  # fmt: skip
 
 #: Where a derived declaration differs from the hand-written one, and why that is right.
@@ -37,6 +38,9 @@ DIFFERS: dict[tuple[str, str], set[str]] = {
     ("kimi_k2", "template_kwargs"): {"template_kwargs"},
     # MiniMax-M3's stock template keeps earlier reasoning as it is: no kwarg is needed
     ("minimax_m3", "template_kwargs"): {"template_kwargs"},
+    # these take any tool-call id; the family uses the form Mistral Small 3.2's template requires
+    ("ministral3", "tool_call_ids"): {"tool_call_ids"},
+    ("devstral", "tool_call_ids"): {"tool_call_ids"},
 }
 
 
@@ -54,15 +58,19 @@ def _derived(fixture: str, family: str) -> Any:
 def test_the_derived_family_holds_and_matches_the_hand_written_one(fixture: str, family: str) -> None:
     d = _derived(fixture, family)
     assert d.holds, d.fix
-    assert any(r.ok for r in d.results) and not [r for r in d.results if not r.ok and not r.skipped]
+    assert any(r.ok for r in d.results)
+    # every replay passes, or is one the template refuses to render at all (Mistral: turns must alternate)
+    assert not [r for r in d.results if not r.ok and not r.skipped and not (r.divergence is None and r.error.startswith("RenderError"))]
     hand, got = FAMILIES[family], d.config
-    for name in ("append_after", "drop_last_if_in", "max_trim_tokens", "trailing", "allowed_roles", "template_kwargs"):
+    for name in ("append_after", "drop_last_if_in", "max_trim_tokens", "trailing", "allowed_roles", "template_kwargs", "tool_call_ids"):
         if (fixture, name) in DIFFERS:
             continue
         assert getattr(got, name) == getattr(hand, name), name
     # the assistant start is the hand-written one, or it with the role name that follows (the same places)
-    assert hand.assistant_start_str is not None and got.assistant_start_str is not None
-    assert got.assistant_start_str.startswith(hand.assistant_start_str.rstrip())
+    if hand.assistant_start_str is None:  # no generation prompt (Mistral)
+        assert got.assistant_start_str is None
+    else:
+        assert got.assistant_start_str is not None and got.assistant_start_str.startswith(hand.assistant_start_str.rstrip())
     # the declaration is plain data that reads back as the same family
     back = FamilyConfig.from_dict(json.loads(json.dumps(d.declaration())))
     assert back == got
@@ -103,3 +111,22 @@ def test_no_template_is_an_input_error() -> None:
 
     with pytest.raises(FamilyError, match="nothing to derive from"):
         derive_family(NoTemplate())
+
+
+#: Templates of families beyond Miles' on which TITO cannot hold (or cannot be
+#: shown to), on their real templates with the family's special tokens added to
+#: the Qwen3 vocabulary (`tito_fast.testing.fixtures.ADDED`): what the derivation says.
+CANNOT = [
+    # Harmony: the final message ends <|return|> when generated, <|end|> once a message follows
+    ("gpt_oss", "'<|return|>' as the last message, '<|end|><|start|>us"),
+    # Gemma 4: the content of an earlier assistant turn with tool calls is dropped from history
+    ("gemma4", "replay(s) break"),
+    # Gemma 2/3: no system role, no tools: none of the verifier's conversations renders
+    ("gemma2", "System role not supported"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "says"), CANNOT)
+def test_templates_on_which_tito_cannot_hold_say_why(fixture: str, says: str) -> None:
+    d = derive_family(_tok(fixture), name=fixture)
+    assert not d.holds and says in d.fix, d.fix

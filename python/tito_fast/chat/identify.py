@@ -34,6 +34,9 @@ STOCK_SHA256: dict[str, tuple[str, str]] = {
     "11421244f67553498e5c8112dae02802025bcc4305ec45ad380af95c96f9fe64": ("minimax_m27", "MiniMax-M3's stock template"),
     "e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65": ("llama3", "Llama 3.1's stock template"),
     "ab7813c3abdd9cb655905a410728b26c7884eca45ddfab8d9f931553485a7862": ("nemotron3", "Nemotron 3's stock template"),
+    "5b8f31f11198696548d544dbe424a3c1ef244d00a475f4e1bffb351fda085608": ("mistral", "Mistral Small 3.2's template (llama.cpp's copy)"),
+    "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda": ("mistral", "Ministral 3 Reasoning's template (llama.cpp's copy)"),
+    "039a4710e2aabaa79e85a233fa3daa4fbc030a4a8dc218cb7f34fb0c4b8c13b1": ("mistral", "Devstral Small's template (llama.cpp's copy)"),
 }
 
 #: `config.json` model types of template-less checkpoints -> family.

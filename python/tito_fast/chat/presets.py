@@ -22,6 +22,9 @@ from typing import Any, Literal
 from tito_fast.errors import FamilyError
 
 ALL_ROLES = frozenset({"tool", "user", "system", "assistant"})
+#: The forms of tool-call ids a family's template may require (`FamilyConfig.tool_call_ids`).
+CallIds = Literal["call", "mistral", "kimi"]
+TOOL_CALL_IDS: tuple[CallIds, ...] = ("call", "mistral", "kimi")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,10 @@ class FamilyConfig:
         template_patches: `(find, replace)` edits that make the tokenizer's
             own template append-only (each `find` must occur exactly once);
             applied unless `chat_template` is given.
+        tool_call_ids: the form of tool-call ids the template accepts, for
+            the verifier's conversations: "call" (`call_0`), "mistral" (nine
+            letters and digits, which Mistral's templates require) or "kimi"
+            (`functions.NAME:INDEX`, as Kimi K2.x's parsers expect).
 
     Example:
         >>> FamilyConfig.from_dict({"name": "k2v3", "trailing": ["<|ifm|im_end|>"]}).trailing
@@ -78,6 +85,7 @@ class FamilyConfig:
     arguments: Literal["dict", "json"] = "dict"
     template_patches: tuple[tuple[str, str], ...] = ()
     deepseek: Literal["", "dsv4", "dsv32"] = ""
+    tool_call_ids: CallIds = "call"
 
     def __post_init__(self) -> None:
         bad = set(self.allowed_roles) - ALL_ROLES
@@ -87,6 +95,8 @@ class FamilyConfig:
             raise FamilyError("max_trim_tokens must be >= 0")
         if self.diff not in ("dummy", "history"):
             raise FamilyError(f"diff must be 'dummy' or 'history', got {self.diff!r}")
+        if self.tool_call_ids not in TOOL_CALL_IDS:
+            raise FamilyError(f"tool_call_ids must be one of {TOOL_CALL_IDS}, got {self.tool_call_ids!r}")
         object.__setattr__(self, "allowed_roles", frozenset(self.allowed_roles))
 
     @classmethod
@@ -209,6 +219,13 @@ FAMILIES: dict[str, FamilyConfig] = {
         "inkling", assistant_start_str="<|message_model|>",
         boundary=("<|message_user|>", "<|message_model|>", "<|message_system|>", "<|message_tool|>"),
     ),
+    # New: Mistral (Mistral Small 3.2, Ministral 3 Reasoning, Devstral Small:
+    # llama.cpp's copies of their templates). The model stops at </s>, which
+    # the template writes after an assistant message, and the next message
+    # follows it directly: no seam rule. Their templates take tool-call ids of
+    # nine letters and digits only, and refuse conversations whose user and
+    # assistant turns do not alternate (see docs/families.md).
+    "mistral": FamilyConfig("mistral", tool_call_ids="mistral"),
     # New: Llama 3.x. The model stops at <|eot_id|> (the template's message
     # end), so the seam needs no fix; assistant bodies follow
     # <|end_header_id|>, so the role marker alone opens them.

@@ -40,14 +40,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tito_fast.chat.identify import family_of_template
-from tito_fast.chat.presets import ALL_ROLES, FAMILIES, FamilyConfig, patch_template
+from tito_fast.chat.presets import ALL_ROLES, FAMILIES, TOOL_CALL_IDS, CallIds, FamilyConfig, patch_template
 from tito_fast.chat.render import render, template_of
 from tito_fast.errors import FamilyError, RenderError
-from tito_fast.session.verify import ROLE_SETS, Result, for_template, verify_family
+from tito_fast.session.verify import ROLE_SETS, Result, call_id, for_template, verify_family
 
 #: A message content no template writes on its own: where it lands marks the message.
 _MARK = "ZQXJ"
 _BASE: list[dict[str, Any]] = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+#: For a template that refuses a system message (Gemma).
+_BASE_NO_SYSTEM: list[dict[str, Any]] = [{"role": "user", "content": "U"}]
 _TOOL_CALL = {"id": "call_0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
 
 
@@ -79,6 +81,10 @@ class Derivation:
         return {k: v for k, v in d.items() if k == "name" or v != (list(defaults[k]) if isinstance(defaults[k], tuple) else defaults[k])}
 
 
+class _NoSeam(Exception):
+    """The template's renders cannot be joined turn by turn: what it writes, in words."""
+
+
 def _tokens(tokenizer: Any, text: str) -> list[str]:
     return [str(t) for t in tokenizer.convert_ids_to_tokens(tokenizer.encode(text, add_special_tokens=False))]
 
@@ -100,16 +106,39 @@ def _after(tokenizer: Any, template: str, kwargs: Mapping[str, Any], before: lis
     a = _render(tokenizer, template, before, kwargs)
     b = _render(tokenizer, template, before + [message], kwargs)
     if not b.startswith(a):
-        raise FamilyError(f"the template re-renders earlier messages when a {message['role']} message is appended")
+        raise _NoSeam(f"the template re-renders earlier messages when a {message['role']} message is appended")
     return b[len(a) :]
+
+
+def _base(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The opening messages of the probes: a system message and a user one, or
+    the user one alone when the template refuses a system message."""
+    try:
+        _render(tokenizer, template, _BASE, kwargs)
+        return _BASE
+    except RenderError:
+        return _BASE_NO_SYSTEM
 
 
 def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[str]) -> dict[str, Any]:
     """The seam rule: what follows a completion in the template."""
+    _BASE = _base(tokenizer, template, kwargs)  # noqa: N806 (the probes' base, as named above)
     full = _render(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}], kwargs)
     if _MARK not in full:
-        raise FamilyError("the template does not render an assistant message's content")
+        raise _NoSeam("the template does not render an assistant message's content")
     after = full[full.rindex(_MARK) + len(_MARK) :]
+    # The turn's end as the last message and once a message follows it: a
+    # terminator that changes (Harmony's <|return|> becomes <|end|>) no seam
+    # rule can join. (A change before it, in reasoning or content, is for the
+    # kwargs and known edits below to fix, and for the verifier to show.)
+    followed = _render(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": "V"}], kwargs)
+    if _MARK in followed:
+        later = followed[followed.index(_MARK) + len(_MARK) :]
+        if not later.startswith(after):
+            raise _NoSeam(
+                f"an assistant turn ends otherwise once a message follows it: {after!r} as the last message, "
+                f"{later[: len(after) + 8]!r} before a user message"
+            )
     eos = getattr(tokenizer, "eos_token", None)
     special = _special(tokenizer)
     if not after:
@@ -123,7 +152,7 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
         for role, text in (("user", user_text), ("tool", tool_text)):
             first = _tokens(tokenizer, text)[:1]
             if not first or first[0] not in special:
-                raise FamilyError(f"nothing follows an assistant message, and a {role} message does not open with a special token")
+                raise _NoSeam(f"nothing follows an assistant message, and a {role} message does not open with a special token")
             openers.append(first[0])
         opened = tuple(sorted(set(openers)))
         steps.append(f"nothing follows an assistant message: the model stops on the next message's opener {list(opened)}, trimmed from stored ids")
@@ -131,7 +160,7 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
     toks = _tokens(tokenizer, after)
     stop = toks[0]
     if stop not in special:
-        raise FamilyError(f"after an assistant message the template writes {after!r}, which does not open with a special token")
+        raise _NoSeam(f"after an assistant message the template writes {after!r}, which does not open with a special token")
     if eos is not None and stop != eos:
         steps.append(f"an assistant message ends with {stop!r} (the tokenizer's EOS is {eos!r}): taken as the stop token")
     rest = after[len(stop) :] if after.startswith(stop) else "".join(toks[1:])
@@ -139,15 +168,16 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
         steps.append(f"an assistant message ends with the stop token {stop!r}: the next message follows it directly")
         return {}
     if len(toks) != 2:
-        raise FamilyError(f"after the stop token {stop!r} the template writes {rest!r} ({len(toks) - 1} ids); a seam rule appends one id")
+        raise _NoSeam(f"after the stop token {stop!r} the template writes {rest!r} ({len(toks) - 1} ids); a seam rule appends one id")
     steps.append(f"an assistant message ends with {stop!r} then {rest!r}: {rest!r} is appended to stored ids that end with {stop!r}")
     return {"append_after": (stop, rest), "trailing": (rest,)}
 
 
 def _assistant_start(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> str | None:
     """The generation prompt's opener and role name (where assistant content starts)."""
-    base = _render(tokenizer, template, _BASE, kwargs)
-    gen = _render(tokenizer, template, _BASE, kwargs, gen=True)
+    first = _base(tokenizer, template, kwargs)
+    base = _render(tokenizer, template, first, kwargs)
+    gen = _render(tokenizer, template, first, kwargs, gen=True)
     if not gen.startswith(base) or gen == base:
         return None
     prompt = gen[len(base) :]
@@ -174,16 +204,46 @@ def _thinking_variables(template: str) -> list[str]:
 
 
 def _replay(tokenizer: Any, template: str, config: FamilyConfig) -> list[Result]:
-    subject = for_template(tokenizer, config, None, template=config.chat_template or template, template_label="the template")
-    return verify_family(subject.tito)
+    """The verifier's replays under `config` (thinking on and off when the template reads `enable_thinking`)."""
+    text = config.chat_template or template
+    subject = for_template(tokenizer, config, None, template=text, template_label="the template")
+    return verify_family(subject.tito, thinking="both" if "enable_thinking" in text else "as-given")
+
+
+def _call_ids(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> CallIds:
+    """The form of tool-call ids the template renders (`FamilyConfig.tool_call_ids`): the first that renders."""
+    base = _base(tokenizer, template, kwargs)
+    for form in TOOL_CALL_IDS:
+        call = {"id": call_id(form, "f", 0), "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+        messages = base + [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "R"},
+        ]
+        try:
+            _render(tokenizer, template, messages, kwargs)
+            return form
+        except RenderError:
+            continue
+    return "call"
+
+
+def _refused(r: Result) -> bool:
+    """A conversation the template refuses to render at all (it raises): no
+    engine produced it, so it says nothing of the seam."""
+    return not r.ok and r.divergence is None and (r.error.startswith("RenderError") or r.skipped.startswith("the template cannot render it"))
+
+
+def _broken(results: list[Result]) -> list[Result]:
+    """The replays that diverge or fail for another reason than a refusal."""
+    return [r for r in results if not r.ok and not r.skipped and not _refused(r)]
 
 
 def _score(results: list[Result]) -> tuple[int, int]:
-    return sum(r.ok for r in results), -sum(not r.ok and not r.skipped for r in results)
+    return sum(r.ok for r in results), -len(_broken(results))
 
 
 def _holds(results: list[Result]) -> bool:
-    return any(r.ok for r in results) and not any(not r.ok and not r.skipped for r in results)
+    return any(r.ok for r in results) and not _broken(results)
 
 
 def derive_family(
@@ -200,8 +260,8 @@ def derive_family(
             the thinking variables found are searched on top of them.
 
     Raises:
-        FamilyError: no template to probe, or one whose renders no seam rule
-            can describe (the message says what it writes).
+        FamilyError: no template to probe. (A template whose renders no seam
+            rule joins is a `Derivation` that does not hold, saying what it writes.)
     """
     source = "the given template" if template is not None else "the tokenizer's own template"
     if template is None:
@@ -214,27 +274,31 @@ def derive_family(
     # (the seam is probed under each: a template may re-render history unless one is set).
     variables = [v for v in _thinking_variables(template) if v not in fixed][:3]
     best: tuple[tuple[int, int], FamilyConfig, list[Result], list[str]] | None = None
-    refused: FamilyError | None = None
+    refused: _NoSeam | None = None
     for values in itertools.product((None, False, True), repeat=len(variables)):
         kwargs = {**fixed, **{v: x for v, x in zip(variables, values) if x is not None}}
         found: list[str] = []
         try:
             seam = _seam(tokenizer, template, kwargs, found)
-        except FamilyError as e:
+        except _NoSeam as e:
             refused = refused or e
             continue
         start = _assistant_start(tokenizer, template, kwargs)
         if start:
             found.append(f"assistant content starts after {start!r}")
-        config = FamilyConfig(name, assistant_start_str=start, template_kwargs=kwargs, **seam)
+        ids = _call_ids(tokenizer, template, kwargs)
+        if ids != "call":
+            found.append(f"the template accepts tool-call ids in the {ids!r} form only")
+        config = FamilyConfig(name, assistant_start_str=start, template_kwargs=kwargs, tool_call_ids=ids, **seam)
         results = _replay(tokenizer, template, config)
         if best is None or _score(results) > best[0]:
             best = (_score(results), config, results, found)
         if _holds(results):
             break
-    if best is None:
+    if best is None:  # no setting gives a seam: TITO cannot hold, and this says why
         assert refused is not None
-        raise refused
+        why = f"TITO cannot hold with this template: {refused}"
+        return Derivation(FamilyConfig(name, template_kwargs=fixed), False, source, [str(refused)], [], why)
     _, config, results, steps = best
     if variables:
         chosen = {k: v for k, v in config.template_kwargs.items() if k in variables}
@@ -256,20 +320,19 @@ def derive_family(
                 if _score(tried) > _score(results):
                     steps.append(f"{known[1]}: not append-only as published; patched with family {known[0]!r}'s edits")
                     config, results = trial, tried
-    # The roles that may follow an assistant turn: a role set the template refuses
-    # (it raises: every replay fails or is skipped, none diverges) while a smaller
-    # one passes leaves out the role it adds.
-    if True:
-        for small, big in zip(ROLE_SETS, ROLE_SETS[1:]):
-            # the same conversation: it passes with the smaller set, the template refuses it with the bigger
-            small_ok = {(r.name, r.thinking) for r in results if r.roles == small and r.ok}
-            big_bad = [r for r in results if r.roles == big and not r.ok and (r.name, r.thinking) in small_ok]
-            if big_bad and all(r.divergence is None for r in big_bad):
-                allowed = frozenset(small | {"assistant"})
-                config = FamilyConfig(**{**_fields(config), "allowed_roles": allowed})
-                results = _replay(tokenizer, config.chat_template or template, config)
-                steps.append(f"the template refuses {sorted(big - small)} after an assistant turn: allowed roles {sorted(allowed)}")
-                break
+    # A later system message the template refuses (it raises where the same
+    # conversation without it renders): system is left out of the roles.
+    small, big = ROLE_SETS[1], ROLE_SETS[2]
+    small_ok = {(r.name, r.thinking) for r in results if r.roles == small and r.ok}
+    big_bad = [r for r in results if r.roles == big and not r.ok and (r.name, r.thinking) in small_ok]
+    if big_bad and all(_refused(r) or (r.skipped and r.divergence is None) for r in big_bad):
+        allowed = frozenset(config.allowed_roles - {"system"})
+        config = FamilyConfig(**{**_fields(config), "allowed_roles": allowed})
+        results = _replay(tokenizer, config.chat_template or template, config)
+        steps.append(f"the template refuses a system message after an assistant turn: allowed roles {sorted(allowed)}")
+    refusals = sorted({(r.error or r.skipped).split(": ")[-1] for r in results if _refused(r)})
+    if refusals:
+        steps.append(f"the template refuses {sum(_refused(r) for r in results)} of the verifier's conversations: {'; '.join(refusals[:3])}")
     holds = _holds(results)
     fix = "" if holds else _fix(results, config)
     return Derivation(config, holds, source, steps, results, fix)
@@ -280,7 +343,14 @@ def _fields(config: FamilyConfig) -> dict[str, Any]:
 
 
 def _fix(results: list[Result], config: FamilyConfig) -> str:
-    broken = [r for r in results if not r.ok and not r.skipped]
+    broken = _broken(results)
+    if not broken:
+        reasons = sorted({r.skipped.split(", so ")[0] for r in results if r.skipped})
+        return (
+            f"TITO cannot be shown to hold with this template: none of the {len(results)} replays could run "
+            f"({'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}). A template must render an assistant turn "
+            "as the model generates it after the generation prompt, and render the verifier's message shapes"
+        )
     shapes = sorted({f"{r.name} with roles {sorted(r.roles)}" for r in broken})
     first = broken[0] if broken else None
     where = ""

@@ -203,6 +203,37 @@ def replay(tito: TitoTokenizer, messages: list[dict[str, Any]], tools: list[dict
 THINKING_CHOICES = ("on", "off", "both", "as-given")
 
 
+def call_id(form: str, name: str, index: int) -> str:
+    """Tool-call id number `index` (of a call to `name`) in a family's form
+    (`FamilyConfig.tool_call_ids`): "call" `call_0`, "mistral" nine letters
+    and digits, "kimi" `functions.name:0`."""
+    if form == "mistral":
+        return f"call{index:05d}"[-9:].rjust(9, "c")
+    if form == "kimi":
+        return f"functions.{name}:{index}"
+    return f"call_{index}"
+
+
+def with_call_ids(messages: list[dict[str, Any]], form: str) -> list[dict[str, Any]]:
+    """`messages` with every tool-call id (and the tool results' `tool_call_id`) in `form`."""
+    if form == "call":
+        return messages
+    names: dict[str, str] = {}
+    out = []
+    for m in messages:
+        if m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                new = call_id(form, c["function"]["name"], int(str(c["id"]).rsplit("_", 1)[-1]))
+                names[c["id"]] = new
+                calls.append({**c, "id": new})
+            m = {**m, "tool_calls": calls}
+        elif m.get("role") == "tool" and m.get("tool_call_id") in names:
+            m = {**m, "tool_call_id": names[m["tool_call_id"]]}
+        out.append(m)
+    return out
+
+
 def verify_family(
     tito: TitoTokenizer, role_sets: tuple[frozenset[str], ...] = ROLE_SETS, thinking: str = "as-given"
 ) -> list[Result]:
@@ -229,6 +260,7 @@ def verify_family(
             for parallel in (True, False):
                 reasoning = mode if mode is not None else thinking_on(variant.chat_template_kwargs)
                 for name, messages in conversations(roles, parallel_calls=parallel, thinking=reasoning):
+                    messages = with_call_ids(messages, variant.config.tool_call_ids)
                     label = name + ("" if parallel else ", one call per turn")
                     r = Result(roles, label, thinking=mode)
                     results.append(r)

@@ -269,7 +269,58 @@ FAMILIES: dict[str, Family] = {
                 artefact=LLAMA_CPP,
             ),
         },
-        build="kimi",
+        build="added",
+    ),
+    # Templates whose tokenizers are on no registry here (llama.cpp ships the
+    # templates): the Qwen3 byte-level vocabulary plus the family's special
+    # tokens (`ADDED`), which is what their seams and roles depend on.
+    # gpt-oss (Harmony)
+    "gpt_oss": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/openai-gpt-oss-120b.jinja", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146", artefact=LLAMA_CPP),
+        },
+        build="added",
+    ),
+    # Gemma 4
+    "gemma4": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/google-gemma-4-31B-it.jinja", "85a08664d16d8f3be4416c92427b3ac10df1024ac566cc0b4bc3bab409393f98", artefact=LLAMA_CPP),
+        },
+        build="added",
+    ),
+    # Gemma 2 (Gemma 3 shares its turn markers)
+    "gemma2": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/google-gemma-2-2b-it.jinja", "ecd6ae513fe103f0eb62e8ab5bfa8d0fe45c1074fa398b089c93a7e70c15cfd6", artefact=LLAMA_CPP),
+        },
+        build="added",
+    ),
+    # Mistral Small 3.2
+    "mistral_small32": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/Mistral-Small-3.2-24B-Instruct-2506.jinja", "5b8f31f11198696548d544dbe424a3c1ef244d00a475f4e1bffb351fda085608", artefact=LLAMA_CPP),
+        },
+        build="added",
+    ),
+    # Ministral 3 Reasoning
+    "ministral3": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/mistralai-Ministral-3-14B-Reasoning-2512.jinja", "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda", artefact=LLAMA_CPP),
+        },
+        build="added",
+    ),
+    # Devstral Small
+    "devstral": Family(
+        {
+            "tokenizer.json": _QWEN3_TOKENIZER,
+            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/unsloth-mistral-Devstral-Small-2507.jinja", "039a4710e2aabaa79e85a233fa3daa4fbc030a4a8dc218cb7f34fb0c4b8c13b1", artefact=LLAMA_CPP),
+        },
+        build="added",
     ),
 }
 
@@ -365,8 +416,8 @@ def tokenizer_dir(family: str) -> Path:
         _atomic_write(target / out_name, data)
     if spec.build == "llama3":
         _build_llama3(target)
-    elif spec.build == "kimi":
-        _build_kimi(target)
+    elif spec.build == "added":
+        _build_added(target, family)
     elif spec.build == "template_file":
         # chat_template.jinja replaces the config's template (transformers reads it first).
         config = json.loads((target / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -455,15 +506,37 @@ def _build_llama3(target: Path) -> None:
     _atomic_write(target / "tokenizer_config.json", json.dumps(config, indent=1).encode())
 
 
-def _build_kimi(target: Path) -> None:
-    """Add Kimi's special tokens to the base tokenizer.json; write its config."""
+_MISTRAL = ["<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]",
+            "[CALL_ID]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CONTENT]",
+            "[THINK]", "[/THINK]", "[IMG]"]  # fmt: skip
+_GEMMA4 = ["<bos>", "<eos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+           "<|tool_response>", "<tool_response|>", "<|tool>", "<tool|>", "<|think|>", '<|"|>', "<|image|>", "<|audio|>",
+           "<|video|>"]  # fmt: skip
+#: Fixtures built as a base vocabulary plus a family's special tokens: (the tokens, the config's token settings).
+ADDED: dict[str, tuple[list[str], dict[str, str]]] = {
+    "kimi_k2": (KIMI_SPECIAL, {"eos_token": "<|im_end|>"}),
+    "gpt_oss": (
+        ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>", "<|constrain|>"],
+        {"eos_token": "<|return|>", "bos_token": "<|startoftext|>"},
+    ),
+    "gemma4": (_GEMMA4, {"eos_token": "<turn|>", "bos_token": "<bos>"}),
+    "gemma2": (["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"], {"eos_token": "<end_of_turn>", "bos_token": "<bos>"}),
+    "mistral_small32": (_MISTRAL, {"eos_token": "</s>", "bos_token": "<s>"}),
+    "ministral3": (_MISTRAL, {"eos_token": "</s>", "bos_token": "<s>"}),
+    "devstral": (_MISTRAL, {"eos_token": "</s>", "bos_token": "<s>"}),
+}
+
+
+def _build_added(target: Path, family: str) -> None:
+    """Add the family's special tokens (`ADDED`) to the base tokenizer.json; write its config."""
     tk = _deps.tokenizers()
     AddedToken, Tokenizer = tk.AddedToken, tk.Tokenizer
 
+    special, settings = ADDED[family]
     tok = Tokenizer.from_file(str(target / "tokenizer.json"))
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in KIMI_SPECIAL])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     _atomic_write(target / "tokenizer.json", tok.to_str().encode())
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "model_max_length": 131072}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", **settings, "model_max_length": 131072}
     _atomic_write(target / "tokenizer_config.json", json.dumps(config, indent=1).encode())
 
 
