@@ -193,9 +193,11 @@ FAMILIES: dict[str, FamilyConfig] = {
         "kimi25", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
         template_kwargs={"preserve_thinking": True},
     ),
+    # Kimi K2.6: its tool-call parser reads ids of the form functions.NAME:INDEX,
+    # so the verifier's conversations carry ids of that form.
     "kimi26": FamilyConfig(
         "kimi26", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
-        template_kwargs={"preserve_thinking": True},
+        template_kwargs={"preserve_thinking": True}, tool_call_ids="kimi",
     ),
     "minimax_m25": FamilyConfig(
         "minimax_m25", **_MINIMAX, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
