@@ -54,13 +54,17 @@ def bench_common_prefix_len(benchmark: Any, full_size: bool, size: str, impl: st
     assert got == want
 
 
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "int16", "uint16", "int8", "uint8"])
 @pytest.mark.parametrize("impl", ["tito_fast", "numpy"])
-def bench_common_prefix_len_int64(benchmark: Any, full_size: bool, impl: str) -> None:
-    """numpy's default integer type (what `np.array(list_of_ids)` gives): checked
-    and compared without a narrowing copy, against numpy's own comparison."""
+def bench_common_prefix_len_widths(benchmark: Any, full_size: bool, impl: str, dtype: str) -> None:
+    """Every numpy width (int64 is what `np.array(list_of_ids)` gives): each
+    array checked and compared in its own width, without a converting copy,
+    against numpy's own comparison of the same arrays."""
     a, b, want = _pair("1M", full_size)
-    a, b = a.astype(np.int64), b.astype(np.int64)
-    benchmark.group = "lcp int64 1M"
+    top = min(int(np.iinfo(dtype).max), 2**31)
+    a, b = (a.astype(np.int64) % top).astype(dtype), (b.astype(np.int64) % top).astype(dtype)
+    want = int(np.argmax(a != b)) if (a != b).any() else len(a)
+    benchmark.group = f"lcp {dtype} 1M"
     benchmark.extra_info["n"] = len(a)
     fn = (lambda: tito_fast.common_prefix_len(a, b)) if impl == "tito_fast" else (lambda: numpy_lcp(a, b))
     assert _run(benchmark, fn, len(a)) == want

@@ -152,7 +152,44 @@ pub fn common_prefix_len_wide<T: Copy + PartialEq + Into<crate::ids::Wide>>(a: &
     while at < n {
         let end = (at + BLOCK).min(n);
         let (x, y) = (&a[at..end], &b[at..end]);
-        if high(x) | high(y) != 0 {
+        // one fused pass over the block: any id out of range, any difference
+        let (hi, ne) = x.iter().zip(y).fold((0u64, 0u64), |(hi, ne), (&p, &q)| {
+            let (p, q) = (p.into().0, q.into().0);
+            (hi | ((p | q) >> 32), ne | (p ^ q))
+        });
+        if hi != 0 {
+            return None;
+        }
+        if lcp.is_none() && ne != 0 {
+            lcp = Some(at + x.iter().zip(y).take_while(|(p, q)| p == q).count());
+        }
+        at = end;
+    }
+    if high(&a[n..]) | high(&b[n..]) != 0 {
+        return None;
+    }
+    Some(lcp.unwrap_or(n))
+}
+
+/// Longest common prefix of two 8- or 16-bit slices, compared in their own
+/// width (one read of each, never widened into a copy); for a signed width
+/// every element of both is checked to be non-negative in the same pass.
+/// None when one is negative (the caller then finds and reports it).
+pub fn common_prefix_len_narrow<T>(a: &[T], b: &[T], signed: bool) -> Option<usize>
+where
+    T: Copy + PartialEq + PartialOrd + Default + std::ops::BitOr<Output = T>,
+{
+    const BLOCK: usize = 2048;
+    let zero = T::default();
+    // the OR of signed values is negative exactly when one of them is (one vector OR per lane)
+    let negative = |s: &[T]| signed && s.iter().fold(zero, |acc, &x| acc | x) < zero;
+    let n = a.len().min(b.len());
+    let mut lcp = None;
+    let mut at = 0;
+    while at < n {
+        let end = (at + BLOCK).min(n);
+        let (x, y) = (&a[at..end], &b[at..end]);
+        if negative(x) | negative(y) {
             return None;
         }
         if lcp.is_none() && x != y {
@@ -160,7 +197,7 @@ pub fn common_prefix_len_wide<T: Copy + PartialEq + Into<crate::ids::Wide>>(a: &
         }
         at = end;
     }
-    if high(&a[n..]) | high(&b[n..]) != 0 {
+    if negative(&a[n..]) | negative(&b[n..]) {
         return None;
     }
     Some(lcp.unwrap_or(n))

@@ -65,6 +65,8 @@ KINDS: dict[str, tuple[Callable[[list[int]], Any], int]] = {
     "numpy_uint64": (_np("uint64"), MAX_ID),
     "numpy_uint16": (_np("uint16"), 2**16 - 1),
     "numpy_int8": (_np("int8"), 127),
+    "numpy_int16": (_np("int16"), 2**15 - 1),
+    "numpy_uint8": (_np("uint8"), 255),
     "numpy_strided": (_strided, MAX_ID),
     "numpy_big_endian": (_big_endian, MAX_ID),
     "numpy_unaligned": (_unaligned, 2**31 - 1),

@@ -157,3 +157,29 @@ def test_numpy_views_are_not_copied_or_modified() -> None:
     assert tito_fast.common_prefix_len(a, a) == 10_000
     got = tito_fast.trim_trailing(a, {9999})
     assert isinstance(got, np.ndarray) and got.base is not None and len(got) == 9999
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_common_prefix_len_of_long_arrays_of_every_width(dtype: str) -> None:
+    """Each width is compared as it is, block by block (no copy): the
+    divergence is found in any block and at either end, and a negative id
+    anywhere in either array (after the divergence too) is an error."""
+    from tito_fast import TokenInputError
+
+    rng = np.random.default_rng(7)
+    top = min(int(np.iinfo(dtype).max), 2**32 - 1)
+    a = rng.integers(0, top, 9_000, endpoint=True).astype(dtype)
+    for at in (0, 1, 2047, 2048, 4097, 8_999):
+        b = a.copy()
+        b[at] = a[at] + 1 if a[at] < top else 0
+        assert tito_fast.common_prefix_len(a, b) == at == int(np.argmax(a != b))
+    assert tito_fast.common_prefix_len(a, a) == 9_000
+    assert tito_fast.common_prefix_len(a, a[:5000]) == 5000
+    if np.issubdtype(np.dtype(dtype), np.signedinteger):
+        for side in (0, 1):
+            b = a.copy()
+            b[0] += 1
+            bad = [a.copy(), b]
+            bad[side][8_000] = -1  # after the divergence
+            with pytest.raises(TokenInputError, match="negative"):
+                tito_fast.common_prefix_len(*bad)

@@ -47,11 +47,16 @@ pub(crate) fn common_prefix_len(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<
     let (ha, hb) = (extract(a, "a")?, extract(b, "b")?);
     let (ra, rb) = (ha.raw(), hb.raw());
     run(py, ra.len() + rb.len(), || {
-        // Two 64-bit arrays (numpy's default integers): checked in one
-        // read-only pass each and compared as they are, never narrowed into copies.
+        // Two arrays of one width other than 32 bits (numpy's default 64-bit
+        // integers, or narrow ones): checked in one read-only pass each and
+        // compared as they are, never converted into copies.
         let wide = match (&ra, &rb) {
             (Raw::I64(x), Raw::I64(y)) => prefix::common_prefix_len_wide(x, y),
             (Raw::U64(x), Raw::U64(y)) => prefix::common_prefix_len_wide(x, y),
+            (Raw::I16(x), Raw::I16(y)) => prefix::common_prefix_len_narrow(x, y, true),
+            (Raw::U16(x), Raw::U16(y)) => prefix::common_prefix_len_narrow(x, y, false),
+            (Raw::I8(x), Raw::I8(y)) => prefix::common_prefix_len_narrow(x, y, true),
+            (Raw::U8(x), Raw::U8(y)) => prefix::common_prefix_len_narrow(x, y, false),
             _ => None,
         };
         if let Some(n) = wide {
