@@ -124,22 +124,28 @@ def _same(x: Any, y: Any) -> bool:
     return bool(x == y)
 
 
-def _no_tokenizer_family(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_tokenizer_family(monkeypatch: pytest.MonkeyPatch, trim: tuple[int, ...] = (END,), max_trim: int = 1) -> None:
     """Trim ids and markers of the generated logs, without a tokenizer."""
-    monkeypatch.setattr("tito_fast.chains.core._family", lambda tok, fam: _Family([END], 1, [B], None, None))
+    monkeypatch.setattr("tito_fast.chains.core._family", lambda tok, fam: _Family(list(trim), max_trim, [B], None, None))
 
 
 POLICIES = [None, "fork", "drop", {"seam_drift": "fork", "rewrite": "drop"}, {"rollback": "drop", "new_root": "drop"}]
 
 
+#: (trim ids, max_trim): one trailing id as most families, two ids of two kinds (the marker too), two of one.
+TRIMS = [((END,), 1), ((END, B), 2), ((END,), 2)]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10**6), sessions=st.integers(1, 4), policy=st.sampled_from(POLICIES), window=st.sampled_from([0, 2, 8]),
-    leaves=st.sampled_from(["all", "drop_retries"]),
+    leaves=st.sampled_from(["all", "drop_retries"]), trim=st.sampled_from(TRIMS),
 )  # fmt: skip
-def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: int, policy: Any, window: int, leaves: str) -> None:
+def test_rust_equals_the_reference_and_keeps_the_invariant(
+    seed: int, sessions: int, policy: Any, window: int, leaves: str, trim: tuple[tuple[int, ...], int]
+) -> None:
     mp = pytest.MonkeyPatch()
-    _no_tokenizer_family(mp)
+    _no_tokenizer_family(mp, *trim)
     try:
         logs = [call_log(seed + s, 6 + (seed + s) % 10) for s in range(sessions)]
         records = _records(logs)
@@ -156,7 +162,9 @@ def test_rust_equals_the_reference_and_keeps_the_invariant(seed: int, sessions: 
     pol = resolve_policy(policy)
     for s, log in enumerate(logs):
         calls = _ref_calls(log)
-        want = ref.assemble_session(calls, trim={END}, max_trim=1, realign_window=window, policy=pol, boundary={B}, length=_length(log), leaves=leaves)
+        want = ref.assemble_session(
+            calls, trim=set(trim[0]), max_trim=trim[1], realign_window=window, policy=pol, boundary={B}, length=_length(log), leaves=leaves
+        )  # fmt: skip
         got = _as_ref(a, f"s{s}")
         assert _same(got["chains"], want["chains"])
         assert _same(got["events"], want["events"])

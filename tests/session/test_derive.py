@@ -105,6 +105,19 @@ def test_a_template_that_cannot_hold_says_which_shapes_break() -> None:
     assert "TITO cannot hold with this template" in d.fix and "replay(s) break" in d.fix
 
 
+def test_a_template_that_refuses_the_probes_cannot_hold() -> None:
+    refuses = "{% for m in messages %}{% if m.role == 'assistant' %}{{ raise_exception('no assistant') }}{% endif %}{{ m.content }}{% endfor %}"
+    d = derive_family(_tok("qwen25"), template=refuses)
+    assert not d.holds and "refuses the messages" in d.fix and "no assistant" in d.fix
+
+
+def test_a_given_template_is_part_of_the_declaration() -> None:
+    template = fixtures.tokenizer_dir("qwen25").joinpath("tokenizer_config.json").read_text(encoding="utf-8")
+    own = json.loads(template)["chat_template"]
+    d = derive_family(_tok("qwen3"), template=own, name="qwen25_on_qwen3")
+    assert d.holds and d.config.chat_template == own and d.declaration()["chat_template"] == own
+
+
 def test_no_template_is_an_input_error() -> None:
     class NoTemplate:
         chat_template = None

@@ -394,8 +394,8 @@ class AssemblySummary:
 @dataclass
 class Assembly:
     """The chains of every session (`sessions[session_id]`, in order: a
-    read-only mapping whose chains are made when a session is first read),
-    the events, the bad records and the summary."""
+    read-only mapping whose chains are made when a session is first read;
+    `dict(a.sessions)` for a dict), the events, the bad records and the summary."""
 
     sessions: ChainsBySession
     events: Events
@@ -416,7 +416,7 @@ class Assembly:
     @property
     def nbytes(self) -> int:
         """Bytes held by the chains' arrays (ids, masks, logprobs, call runs)."""
-        flats = {id(c.buffers): c.buffers for c in self.chains()}  # one per batch of sessions
+        flats = {id(f): f for f in self.sessions.buffers()}  # one per batch of sessions, no chain made
         return sum(a.nbytes for f in flats.values() for a in f.values())
 
 
@@ -1005,7 +1005,7 @@ class ChainsBySession(Mapping[str, list[Chain]]):
         got = self._made.get(session_id)
         if got is None:
             k, s = self._where[session_id]
-            got = self._made[session_id] = self._parts[k].chains(s)
+            got = self._made.setdefault(session_id, self._parts[k].chains(s))  # one list per session, across threads
         return got
 
     def __iter__(self) -> Iterator[str]:
@@ -1016,6 +1016,10 @@ class ChainsBySession(Mapping[str, list[Chain]]):
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._where
+
+    def buffers(self) -> list[Mapping[str, np.ndarray]]:
+        """The flat arrays of each batch of sessions (what the chains are views of)."""
+        return [p.flat for p in self._parts]
 
     def counts(self) -> np.ndarray:
         """Chains per session, in the sessions' order."""
@@ -1197,15 +1201,15 @@ def assemble(
         >>> a.sessions["s"][0].ids.tolist(), a.sessions["s"][0].loss_mask.tolist()
         ([1, 2, 3, 4, 5], [0, 0, 1, 0, 1])
     """
-    with _collector_paused():
-        if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
-            raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
-        pol = resolve_policy(policy)
-        if leaves not in LEAVES:
-            raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
-        if matcher is not None:
-            check_matcher(matcher)
-        fam = _family(tokenizer, family)
+    if isinstance(realign_window, bool) or not isinstance(realign_window, int) or realign_window < 0:
+        raise ValueError(f"realign_window must be a non-negative int, got {realign_window!r}")
+    pol = resolve_policy(policy)
+    if leaves not in LEAVES:
+        raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
+    if matcher is not None:
+        check_matcher(matcher)
+    fam = _family(tokenizer, family)
+    with _collector_paused():  # the tokenizer above loads with the collector on
         table, name = _as_table(calls)
         records: Any = calls
         if table is not None:
@@ -1241,12 +1245,12 @@ def _collector_paused() -> Iterator[None]:
     assembly makes set off full collections of the caller's whole heap (in a
     process holding a large capture as Python lists, a full collection costs
     more than the assembly)."""
-    paused = gc.isenabled()
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if paused:
+        if was_enabled:
             gc.enable()
 
 

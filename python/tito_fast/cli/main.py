@@ -117,8 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--derive", metavar="OUT.json",
         help="derive a family declaration from the tokenizer's template (or --template) alone, verify it and write it to "
-        "OUT.json (usable as --family OUT.json): exit 0 when TITO holds with it, 1 when it cannot (the shapes that break "
-        "and what would fix them are printed)",
+        "OUT.json (usable as --family OUT.json; a --template given is part of it): exit 0 when TITO holds with it, 1 "
+        "when it cannot (the shapes that break and what would fix them are printed); it renders with the tokenizer's "
+        "apply_chat_template and replays thinking on and off when the template reads enable_thinking (--backend and "
+        "--thinking are not used)",
     )  # fmt: skip
     verify.add_argument("--quiet", action="store_true", help="no progress and no table")
     score = sub.add_parser(
@@ -432,9 +434,13 @@ def _diff(ns: argparse.Namespace) -> int:
 
 def _verify_template(ns: argparse.Namespace) -> int:
     _check_outputs({"--json": ns.json, "--derive": ns.derive}, [ns.template, ns.encoder, ns.tokenizer])
-    tok = load_tokenizer(ns.tokenizer)
     if ns.derive is not None:
-        return _derive(ns, tok)
+        if ns.family is not None:
+            raise UsageError("--derive derives the family from the template: leave out --family")
+        if ns.derive == "-" and ns.json == "-":
+            raise UsageError("--derive - and --json -: only one of them may write to stdout")
+        return _derive(ns, load_tokenizer(ns.tokenizer))
+    tok = load_tokenizer(ns.tokenizer)
     family = _family_arg(ns.family)
     if family is None:
         family, note = resolve_family(None, tok)
@@ -488,8 +494,6 @@ def _derive(ns: argparse.Namespace, tok: Any) -> int:
     """verify-template --derive: a family declaration from the template alone, verified."""
     from tito_fast.session.derive import derive_family
 
-    if ns.family is not None:
-        raise UsageError("--derive derives the family from the template: leave out --family")
     template, label = _verify_template_file(ns.template)
     name = Path(ns.derive).stem if ns.derive != "-" else "derived"
     done = derive_family(tok, template=template, name=name, template_kwargs=ns.chat_template_kwargs)

@@ -101,10 +101,19 @@ def _render(tokenizer: Any, template: str, messages: list[dict[str, Any]], kwarg
     return render(tokenizer, messages, chat_template=template, add_generation_prompt=gen, **dict(kwargs))
 
 
+def _probe(tokenizer: Any, template: str, messages: list[dict[str, Any]], kwargs: Mapping[str, Any], gen: bool = False) -> str:
+    """A render the seam is read from: a template that refuses it cannot be joined turn by turn."""
+    try:
+        return _render(tokenizer, template, messages, kwargs, gen)
+    except RenderError as e:
+        roles = ", ".join(m["role"] for m in messages)
+        raise _NoSeam(f"the template refuses the messages [{roles}]: {e}") from None
+
+
 def _after(tokenizer: Any, template: str, kwargs: Mapping[str, Any], before: list[dict[str, Any]], message: dict[str, Any]) -> str:
     """What the template writes for `message` after `before` (the render's new text)."""
-    a = _render(tokenizer, template, before, kwargs)
-    b = _render(tokenizer, template, before + [message], kwargs)
+    a = _probe(tokenizer, template, before, kwargs)
+    b = _probe(tokenizer, template, before + [message], kwargs)
     if not b.startswith(a):
         raise _NoSeam(f"the template re-renders earlier messages when a {message['role']} message is appended")
     return b[len(a) :]
@@ -114,7 +123,7 @@ def _base(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> list[dict
     """The opening messages of the probes: a system message and a user one, or
     the user one alone when the template refuses a system message."""
     try:
-        _render(tokenizer, template, _BASE, kwargs)
+        _probe(tokenizer, template, _BASE, kwargs)
         return _BASE
     except RenderError:
         return _BASE_NO_SYSTEM
@@ -123,7 +132,7 @@ def _base(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> list[dict
 def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[str]) -> dict[str, Any]:
     """The seam rule: what follows a completion in the template."""
     _BASE = _base(tokenizer, template, kwargs)  # noqa: N806 (the probes' base, as named above)
-    full = _render(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}], kwargs)
+    full = _probe(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}], kwargs)
     if _MARK not in full:
         raise _NoSeam("the template does not render an assistant message's content")
     after = full[full.rindex(_MARK) + len(_MARK) :]
@@ -131,7 +140,7 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
     # terminator that changes (Harmony's <|return|> becomes <|end|>) no seam
     # rule can join. (A change before it, in reasoning or content, is for the
     # kwargs and known edits below to fix, and for the verifier to show.)
-    followed = _render(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": "V"}], kwargs)
+    followed = _probe(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": "V"}], kwargs)
     if _MARK in followed:
         later = followed[followed.index(_MARK) + len(_MARK) :]
         if not later.startswith(after):
@@ -176,8 +185,8 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
 def _assistant_start(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> str | None:
     """The generation prompt's opener and role name (where assistant content starts)."""
     first = _base(tokenizer, template, kwargs)
-    base = _render(tokenizer, template, first, kwargs)
-    gen = _render(tokenizer, template, first, kwargs, gen=True)
+    base = _probe(tokenizer, template, first, kwargs)
+    gen = _probe(tokenizer, template, first, kwargs, gen=True)
     if not gen.startswith(base) or gen == base:
         return None
     prompt = gen[len(base) :]
@@ -264,6 +273,7 @@ def derive_family(
             rule joins is a `Derivation` that does not hold, saying what it writes.)
     """
     source = "the given template" if template is not None else "the tokenizer's own template"
+    given = template
     if template is None:
         try:
             template = template_of(tokenizer)
@@ -289,7 +299,10 @@ def derive_family(
         ids = _call_ids(tokenizer, template, kwargs)
         if ids != "call":
             found.append(f"the template accepts tool-call ids in the {ids!r} form only")
-        config = FamilyConfig(name, assistant_start_str=start, template_kwargs=kwargs, tool_call_ids=ids, **seam)
+        # a template given in place of the tokenizer's is part of the declaration (what was verified)
+        config = FamilyConfig(
+            name, assistant_start_str=start, template_kwargs=kwargs, tool_call_ids=ids, chat_template=given, **seam
+        )  # fmt: skip
         results = _replay(tokenizer, template, config)
         if best is None or _score(results) > best[0]:
             best = (_score(results), config, results, found)

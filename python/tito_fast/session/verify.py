@@ -208,7 +208,7 @@ def call_id(form: str, name: str, index: int) -> str:
     (`FamilyConfig.tool_call_ids`): "call" `call_0`, "mistral" nine letters
     and digits, "kimi" `functions.name:0`."""
     if form == "mistral":
-        return f"call{index:05d}"[-9:].rjust(9, "c")
+        return f"call{index:05d}"[-9:]
     if form == "kimi":
         return f"functions.{name}:{index}"
     return f"call_{index}"

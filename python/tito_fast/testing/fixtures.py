@@ -364,7 +364,7 @@ def tokenizer_dir(family: str) -> Path:
     spec = FAMILIES[family]
     target = cache_root() / "tokenizers" / family
     done = target / ".verified"
-    if done.is_file() and done.read_text() == _fingerprint(spec):
+    if done.is_file() and done.read_text() == _fingerprint(spec, family):
         return target
     target.mkdir(parents=True, exist_ok=True)
     for out_name, fs in spec.files.items():
@@ -392,13 +392,17 @@ def tokenizer_dir(family: str) -> Path:
         _atomic_write(target / "tokenizer_config.json", json.dumps(config, ensure_ascii=False, indent=1).encode())
     if spec.model_type:
         _atomic_write(target / "config.json", json.dumps({"model_type": spec.model_type}).encode())
-    _atomic_write(done, _fingerprint(spec).encode())
+    _atomic_write(done, _fingerprint(spec, family).encode())
     return target
 
 
-def _fingerprint(spec: Family) -> str:
+def _fingerprint(spec: Family, family: str = "") -> str:
     pins = {k: v.sha256 for k, v in spec.files.items()}
-    return json.dumps(pins | {"overrides": spec.config_overrides, "build": spec.build, "model_type": spec.model_type, "v": 2}, sort_keys=True)
+    added = ADDED.get(family) if spec.build == "added" else None  # the tokens a build adds: edited, rebuilt
+    return json.dumps(
+        pins | {"overrides": spec.config_overrides, "build": spec.build, "model_type": spec.model_type, "added": added, "v": 2},
+        sort_keys=True,
+    )
 
 
 #: The Llama 3 pre-tokenizer split pattern (tiktoken's, as published by Meta).

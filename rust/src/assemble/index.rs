@@ -151,20 +151,51 @@ impl Index {
         }
     }
 
-    /// The point `depth` ids down on the path from the root to `node`
-    /// (`depth` at most `node`'s).
-    pub fn point_above(&self, node: u32, depth: usize) -> Pos {
-        let mut v = node;
-        loop {
+    /// The nodes where a chain may end at most `budget` ids below point `p`,
+    /// those ids all in `trim`: chains ending there extend to `p` once their
+    /// trailing trim ids are trimmed. Each is pushed to `out` (nodes without
+    /// tips too: their tips are read by the caller).
+    pub fn trim_reach<'a>(
+        &self,
+        seq: &impl Fn(u32) -> Seq<'a>,
+        p: Pos,
+        trim: &[u32],
+        budget: usize,
+        out: &mut Vec<u32>,
+    ) {
+        let all_trim = |v: u32, from: usize| {
             let n = &self.nodes[v as usize];
-            if n.depth == depth {
-                return Pos { node: v, depth, into: None };
+            n.depth - from <= budget && (from..n.depth).all(|i| trim.contains(&at(seq(n.src), i)))
+        };
+        match p.into {
+            Some(v) => {
+                if all_trim(v, p.depth) {
+                    out.push(v);
+                    let left = budget - (self.nodes[v as usize].depth - p.depth);
+                    self.trim_below(seq, v, trim, left, out);
+                }
             }
-            let p = n.parent;
-            if self.nodes[p as usize].depth < depth {
-                return Pos { node: p, depth, into: Some(v) };
+            None => self.trim_below(seq, p.node, trim, budget, out),
+        }
+    }
+
+    /// `trim_reach` from node `u`: its kids whose edges are trim ids only, within `budget`.
+    fn trim_below<'a>(&self, seq: &impl Fn(u32) -> Seq<'a>, u: u32, trim: &[u32], budget: usize, out: &mut Vec<u32>) {
+        if budget == 0 {
+            return;
+        }
+        let d = self.nodes[u as usize].depth;
+        for (i, &t) in trim.iter().enumerate() {
+            if trim[..i].contains(&t) {
+                continue; // a trim id listed twice
             }
-            v = p;
+            let Some(&v) = self.kids.get(&(u, t)) else { continue };
+            let n = &self.nodes[v as usize];
+            let len = n.depth - d;
+            if len <= budget && (d..n.depth).all(|j| trim.contains(&at(seq(n.src), j))) {
+                out.push(v);
+                self.trim_below(seq, v, trim, budget - len, out);
+            }
         }
     }
 

@@ -313,9 +313,9 @@ fn first_block_end(ids: &[u32], boundary: &[u32]) -> usize {
 }
 
 /// One session's matching state: its chains, the index of their ids, and
-/// per chain its stamp (when it last changed), the index node of its end
-/// and the nodes where it ends less trailing trim ids (its *trimmed ends*:
-/// a prompt that passes one of them may extend the chain).
+/// per chain its stamp (when it last changed) and the index node of its end.
+/// (A chain that ends in up to `max_trim` trim ids is found from the points
+/// a prompt passes, `Index::trim_reach`: its trimmed ends are not indexed.)
 struct Forest<'c, 'a> {
     calls: &'c Calls<'a>,
     opt: &'c Options,
@@ -323,9 +323,8 @@ struct Forest<'c, 'a> {
     index: index::Index,
     stamps: Vec<u64>,
     tips: Vec<u32>,
-    trimmed: Vec<Vec<u32>>,
     clock: u64,
-    /// Room reused call after call: the nodes a walk passes, then a chain's old trimmed ends.
+    /// Room for the nodes a walk passes (reused call after call).
     scratch: Vec<u32>,
 }
 
@@ -344,35 +343,16 @@ impl Forest<'_, '_> {
         let k32 = u32::try_from(k).expect("fewer than 2**32 chains a session");
         let old_tip = if replaces {
             self.stamps[k] = self.clock;
-            // the old trimmed ends to `scratch` (emptied above), the chain keeps its vector's room
-            std::mem::swap(&mut self.trimmed[k], &mut self.scratch);
             Some(std::mem::replace(&mut self.tips[k], node))
         } else {
             self.stamps.push(self.clock);
             self.tips.push(node);
-            self.trimmed.push(Vec::new());
             None
         };
         self.index.add_tip(node, k32, self.clock);
-        // Its trimmed ends: up to max_trim trailing ids of the trim set.
-        let mut t = 1;
-        let mut below = node; // the node of the trimmed end found last: the next is above it
-        while t <= self.opt.max_trim && t <= n && self.opt.trim.contains(&index::at(s, n - t)) {
-            let q = self.index.point_above(below, n - t);
-            let at = self.index.insert(&seq, q, c, s, n - t);
-            below = at;
-            self.index.add_tip(at, k32, self.clock);
-            self.trimmed[k].push(at);
-            t += 1;
-        }
-        // The old ends go, the deepest first (a node is removed only once no chain ends at or below it).
         if let Some(t) = old_tip {
             self.index.remove_tip(&seq, t, k32);
         }
-        for &t in &self.scratch {
-            self.index.remove_tip(&seq, t, k32);
-        }
-        self.scratch.clear();
     }
 
     /// A new chain of call `c` (branching off `parent`), indexed from `p`.
@@ -413,13 +393,13 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         index: index::Index::new(),
         stamps: Vec::new(),
         tips: Vec::new(),
-        trimmed: Vec::new(),
         clock: 0,
         scratch: Vec::new(),
     };
     let seq = |x: u32| calls.seq(x);
     let mut last: Option<usize> = None; // the chain extended last
     let mut path = Vec::new();
+    let (mut reach, mut seen) = (Vec::new(), 0); // nodes below the path within the trim budget
     for c in 0..calls.len() {
         let call = u32::try_from(c).expect("fewer than 2**32 calls a session");
         let prompt = calls.prompt(c);
@@ -439,14 +419,39 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
         };
         for &node in &path {
             for &k in f.index.tips(node) {
-                // A chain ending here, or here less trailing trim ids.
-                let n = f.out.chains[k as usize].len();
-                let d = f.index.depth(node);
-                let l = if d == n { n } else { f.common_from(k as usize, d, prompt) };
-                if l == n || l < prompt.len() {
-                    consider(k, l, &f.stamps);
+                consider(k, f.out.chains[k as usize].len(), &f.stamps); // a chain ending here: the prompt extends it
+            }
+        }
+        // Chains ending at most max_trim trim ids below a point the prompt
+        // passes (a node of its path, or where it departs inside an edge):
+        // the prompt extends them less those trailing ids.
+        if opt.max_trim > 0 && !opt.trim.is_empty() {
+            reach.clear();
+            for &node in &path {
+                let at = index::Pos { node, depth: f.index.depth(node), into: None };
+                f.index.trim_reach(&seq, at, &opt.trim, opt.max_trim, &mut reach);
+                for &v in &reach[seen..] {
+                    for &k in f.index.tips(v) {
+                        let l = f.common_from(k as usize, at.depth, prompt);
+                        if l == f.out.chains[k as usize].len() || l < prompt.len() {
+                            consider(k, l, &f.stamps);
+                        }
+                    }
+                }
+                seen = reach.len();
+            }
+            if p.into.is_some() {
+                f.index.trim_reach(&seq, p, &opt.trim, opt.max_trim, &mut reach);
+                for &v in &reach[seen..] {
+                    for &k in f.index.tips(v) {
+                        let l = f.common_from(k as usize, p.depth, prompt);
+                        if l == f.out.chains[k as usize].len() || l < prompt.len() {
+                            consider(k, l, &f.stamps);
+                        }
+                    }
                 }
             }
+            seen = 0;
         }
         if let Some((k, l)) = extends.filter(|&(k, _)| f.out.chains[k].open) {
             let removed = f.out.chains[k].len() - l;

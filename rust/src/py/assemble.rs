@@ -244,7 +244,9 @@ fn policy_arg(py: Python<'_>, name: &str) -> PyResult<Policy> {
 /// per call row, the row of the earlier call of its session whose
 /// conversation its request messages extend (-1: none; the message
 /// matchers'); `leaves`: "all" (one chain per leaf) or "drop_retries" (a
-/// retried attempt that the retry superseded is dropped and counted). Returns a dict of arrays (chains,
+/// retried attempt that the retry superseded is dropped and counted). Offsets
+/// are checked where a row is read (a batch reads its own rows: a row no
+/// batch reads is not checked). Returns a dict of arrays (chains,
 /// their ids, loss masks, logprobs, call spans, per-call chain and events).
 #[pyfunction]
 #[pyo3(signature = (prompts, completion, completion_offsets, logprobs, session_offsets, *, order = None, trim_ids, max_trim, realign_window, policy, boundary_ids, length = None, hints = None, leaves = "all", threads = None))]
