@@ -257,3 +257,17 @@ def test_random_contents_keep_parity(data: st.DataObject) -> None:
             tito.tokenize_additional_messages(old, new)
         return
     assert tito.tokenize_additional_messages(old, new) == want
+
+
+def test_parser_bindings_resolve_as_miles_documents() -> None:
+    """Each family names the SGLang parsers that read its output; a user's
+    flag must agree where the family declares one, and is taken where not."""
+    from tito_fast.chat.families import resolve_parsers
+
+    assert resolve_parsers("qwen3") == ("qwen3", "qwen25") and resolve_parsers("kimi26") == ("kimi_k2", "kimi_k2_raw_id")
+    assert resolve_parsers("default") == (None, None) and resolve_parsers("default", "mine", "ours") == ("mine", "ours")
+    assert resolve_parsers("glm47", "glm45") == ("glm45", "glm47")  # one given, the other the family's
+    with pytest.raises(ValueError, match="--reasoning-parser='glm45' disagrees with family 'qwen3'"):
+        resolve_parsers("qwen3", user_reasoning_parser="glm45")
+    with pytest.raises(ValueError, match="--tool-call-parser='glm47' disagrees"):
+        resolve_parsers("qwen3", user_tool_call_parser="glm47")

@@ -217,7 +217,7 @@ def test_matcher_by_dotted_path() -> None:
     check_append_only(msgs, list(msgs), matcher="operator.eq")
     assert operator.eq(msgs[0], msgs[0])
     for bad in ("missing_package.matcher", "operator.missing_matcher", "json.decoder.WHITESPACE", "asyncio.sleep"):
-        with pytest.raises(ValueError, match="failed to resolve matcher"):
+        with pytest.raises(ValueError, match="failed to resolve --session-message-matcher"):  # Miles' words
             check_append_only(msgs, msgs, matcher=bad)
 
 

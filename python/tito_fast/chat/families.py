@@ -750,6 +750,44 @@ def family_config(family: str | FamilyConfig | Mapping[str, Any] | None) -> Fami
         raise FamilyError(f"unknown family {name!r}; known: {sorted(FAMILIES)}") from None
 
 
+def resolve_parsers(
+    family: str | FamilyConfig | Mapping[str, Any] | None,
+    user_reasoning_parser: str | None = None,
+    user_tool_call_parser: str | None = None,
+) -> tuple[str | None, str | None]:
+    """The SGLang `--reasoning-parser` and `--tool-call-parser` for a family
+    (`FamilyConfig.reasoning_parser` / `.tool_call_parser`), each resolved on
+    its own: a flag the user left out is the family's (None where the family
+    declares none); a flag the user gave must be the family's when it
+    declares one (else ValueError), and is taken as given when it declares
+    none. (Miles' `resolve_reasoning_and_tool_call_parser`.)
+
+    Example:
+        >>> resolve_parsers("glm47")
+        ('glm45', 'glm47')
+    """
+    config = family_config(family)
+
+    def one(flag: str, declared: str | None, given: str | None) -> str | None:
+        if given is None or declared is None:
+            return declared if given is None else given
+        if given != declared:
+            raise ValueError(
+                f"--{flag}={given!r} disagrees with family {config.name!r}, which declares {declared!r}: "
+                f"pass {declared!r} or leave --{flag} out"
+            )
+        return given
+
+    return (
+        one("reasoning-parser", config.reasoning_parser, user_reasoning_parser),
+        one("tool-call-parser", config.tool_call_parser, user_tool_call_parser),
+    )
+
+
+#: Miles' name for `resolve_parsers`.
+resolve_reasoning_and_tool_call_parser = resolve_parsers
+
+
 @dataclass(frozen=True)
 class FamilyFacts:
     """What a family says of a tokenizer's ids, without rendering anything: the
@@ -802,6 +840,8 @@ __all__ = [
     "FAMILIES",
     "FamilyConfig",
     "FamilyFacts",
+    "resolve_parsers",
+    "resolve_reasoning_and_tool_call_parser",
     "FamilyError",
     "RenderDiffError",
     "ReplayOutcome",

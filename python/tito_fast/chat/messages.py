@@ -371,9 +371,11 @@ def resolve_matcher(matcher: str | Matcher) -> Matcher:
         try:
             found = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as e:
-            raise ValueError(f"failed to resolve matcher {matcher!r}; use one of {names}, or a dotted import path: {e}") from e
+            raise ValueError(
+                f"failed to resolve --session-message-matcher {matcher!r} (the matcher); use one of {names}, or a dotted import path: {e}"
+            ) from e
         if not callable(found) or inspect.iscoroutinefunction(found):
-            raise ValueError(f"failed to resolve matcher {matcher!r}: it is not a synchronous callable")
+            raise ValueError(f"failed to resolve --session-message-matcher {matcher!r} (the matcher): it is not a synchronous callable")
         return found  # type: ignore[no-any-return]
     if not callable(matcher):
         raise TypeError(f"matcher must be a name or a callable, got {type(matcher).__name__}")

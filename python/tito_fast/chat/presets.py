@@ -60,6 +60,10 @@ class FamilyConfig:
         template_patches: `(find, replace)` edits that make the tokenizer's
             own template append-only (each `find` must occur exactly once);
             applied unless `chat_template` is given.
+        reasoning_parser, tool_call_parser: the SGLang `--reasoning-parser`
+            and `--tool-call-parser` that read this family's output (the
+            engine splits reasoning and tool calls out of the completion
+            with them; `resolve_parsers` checks a user's flags against them).
         tool_call_ids: the form of tool-call ids the template accepts, for
             the verifier's conversations: "call" (`call_0`), "mistral" (nine
             letters and digits, which Mistral's templates require) or "kimi"
@@ -86,6 +90,8 @@ class FamilyConfig:
     template_patches: tuple[tuple[str, str], ...] = ()
     deepseek: Literal["", "dsv4", "dsv32"] = ""
     tool_call_ids: CallIds = "call"
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
 
     def __post_init__(self) -> None:
         bad = set(self.allowed_roles) - ALL_ROLES
@@ -161,18 +167,20 @@ FAMILIES: dict[str, FamilyConfig] = {
     "default": FamilyConfig("default"),
     "qwen3": FamilyConfig(
         "qwen3", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
+        reasoning_parser="qwen3", tool_call_parser="qwen25",
     ),
     # Qwen2.5 (Instruct, Coder): ChatML without reasoning; its stock template
     # renders append-only as it is (a default system prompt when the first
     # message is not one, tool results in one user block).
-    "qwen25": FamilyConfig("qwen25", **_QWEN),  # type: ignore[arg-type]
+    "qwen25": FamilyConfig("qwen25", **_QWEN, tool_call_parser="qwen25"),  # type: ignore[arg-type]
     "qwen35": FamilyConfig(
         "qwen35", **_QWEN, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
         allowed_roles=frozenset({"tool", "user", "assistant"}),  # its template refuses a later system message
-        template_patches=(_KEEP_REASONING, _ALLOW_NO_QUERY),
+        template_patches=(_KEEP_REASONING, _ALLOW_NO_QUERY), reasoning_parser="qwen3", tool_call_parser="qwen3_coder",
     ),
     "qwennext": FamilyConfig(
         "qwennext", **_QWEN, template_kwargs={"clear_thinking": False}, template_patches=(_KEEP_REASONING, _ALWAYS_THINK_BLOCK),  # type: ignore[arg-type]
+        reasoning_parser="qwen3", tool_call_parser="qwen25",
     ),
     "nemotron3": FamilyConfig(
         "nemotron3",
@@ -180,6 +188,8 @@ FAMILIES: dict[str, FamilyConfig] = {
         trailing=("\n",),
         assistant_start_str="<|im_start|>assistant\n",
         template_kwargs={"truncate_history_thinking": False},
+        reasoning_parser="nemotron_3",
+        tool_call_parser="qwen3_coder",
     ),
     "glm47": FamilyConfig(
         "glm47",
@@ -188,6 +198,8 @@ FAMILIES: dict[str, FamilyConfig] = {
         max_trim_tokens=1,
         assistant_start_str="<|assistant|>",
         template_kwargs={"clear_thinking": False},
+        reasoning_parser="glm45",
+        tool_call_parser="glm47",
     ),
     "kimi25": FamilyConfig(
         "kimi25", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
@@ -197,29 +209,34 @@ FAMILIES: dict[str, FamilyConfig] = {
     # so the verifier's conversations carry ids of that form.
     "kimi26": FamilyConfig(
         "kimi26", assistant_start_str="<|im_assistant|>", boundary_exclude=("<|im_middle|>",),
-        template_kwargs={"preserve_thinking": True}, tool_call_ids="kimi",
+        template_kwargs={"preserve_thinking": True}, tool_call_ids="kimi", reasoning_parser="kimi_k2",
+        tool_call_parser="kimi_k2_raw_id",
     ),
     "minimax_m25": FamilyConfig(
         "minimax_m25", **_MINIMAX, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
+        reasoning_parser="minimax-append-think", tool_call_parser="minimax-m2",
         allowed_roles=frozenset({"tool", "user", "assistant"}),
     ),
     "minimax_m27": FamilyConfig(
         "minimax_m27", **_MINIMAX, template_kwargs={"clear_thinking": False},  # type: ignore[arg-type]
+        reasoning_parser="minimax-append-think", tool_call_parser="minimax-m2",
         allowed_roles=frozenset({"tool", "user", "assistant"}),
     ),
     "deepseekv32": FamilyConfig(
         "deepseekv32", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
-        template_kwargs={"drop_thinking": False}, arguments="json", deepseek="dsv32",
+        template_kwargs={"drop_thinking": False}, arguments="json", deepseek="dsv32", reasoning_parser="deepseek-v3",
+        tool_call_parser="deepseekv32",
     ),
     "deepseekv4": FamilyConfig(
         "deepseekv4", assistant_start_str="<｜Assistant｜>", boundary=_DEEPSEEK_BOUNDARY,
         trailing=("<｜Assistant｜>", "<think>", "</think>"), diff="history",
         template_kwargs={"drop_thinking": False}, allowed_roles=frozenset({"tool", "user", "assistant"}),
-        arguments="json", deepseek="dsv4",
+        arguments="json", deepseek="dsv4", reasoning_parser="deepseek-v4", tool_call_parser="deepseekv4",
     ),
     "inkling": FamilyConfig(
         "inkling", assistant_start_str="<|message_model|>",
         boundary=("<|message_user|>", "<|message_model|>", "<|message_system|>", "<|message_tool|>"),
+        reasoning_parser="inkling", tool_call_parser="inkling",
     ),
     # New: Mistral (Mistral Small 3.2, Ministral 3 Reasoning, Devstral Small:
     # llama.cpp's copies of their templates). The model stops at </s>, which
@@ -227,7 +244,7 @@ FAMILIES: dict[str, FamilyConfig] = {
     # follows it directly: no seam rule. Their templates take tool-call ids of
     # nine letters and digits only, and refuse conversations whose user and
     # assistant turns do not alternate (see docs/families.md).
-    "mistral": FamilyConfig("mistral", tool_call_ids="mistral"),
+    "mistral": FamilyConfig("mistral", tool_call_ids="mistral", tool_call_parser="mistral"),
     # New: Llama 3.x. The model stops at <|eot_id|> (the template's message
     # end), so the seam needs no fix; assistant bodies follow
     # <|end_header_id|>, so the role marker alone opens them.
@@ -235,6 +252,7 @@ FAMILIES: dict[str, FamilyConfig] = {
         "llama3",
         trailing=("<|eot_id|>", "<|eom_id|>"),
         assistant_start_str="<|start_header_id|>assistant",
+        tool_call_parser="llama3",
     ),
 }
 

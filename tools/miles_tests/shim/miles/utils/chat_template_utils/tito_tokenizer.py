@@ -3,7 +3,7 @@
 Behaviour comes from tito_fast: the family table, template choice, kwargs
 pinning, thinking precedence, allowed roles, merges and the comparator. The
 few Miles registration details tito_fast has no counterpart for (the
-`FixedTemplate` record, the sglang parser bindings, private helpers) are
+`FixedTemplate` record, private helpers) are
 plain stand-ins here, so that tests of them fail visibly rather than import.
 """
 
@@ -104,19 +104,25 @@ class TITOTokenizer(_f.TitoTokenizer):
         return self.encode(text)
 
 
+def _attrs(name: str) -> dict[str, Any]:
+    config = _f.FAMILIES[name]  # the parser bindings are the family's (FamilyConfig)
+    return {"_FAMILY": name, "FIXED_TEMPLATE": _fixed(name), "reasoning_parser": config.reasoning_parser,
+            "tool_call_parser": config.tool_call_parser}
+
+
 def _family(name: str, cls_name: str) -> type[TITOTokenizer]:
-    return type(cls_name, (TITOTokenizer,), {"_FAMILY": name, "FIXED_TEMPLATE": _fixed(name)})
+    return type(cls_name, (TITOTokenizer,), _attrs(name))
 
 
 Qwen3TITOTokenizer = _family("qwen3", "Qwen3TITOTokenizer")
-Qwen35TITOTokenizer = type("Qwen35TITOTokenizer", (Qwen3TITOTokenizer,), {"_FAMILY": "qwen35", "FIXED_TEMPLATE": _fixed("qwen35")})
-QwenNextTITOTokenizer = type("QwenNextTITOTokenizer", (Qwen3TITOTokenizer,), {"_FAMILY": "qwennext", "FIXED_TEMPLATE": _fixed("qwennext")})
+Qwen35TITOTokenizer = type("Qwen35TITOTokenizer", (Qwen3TITOTokenizer,), _attrs("qwen35"))
+QwenNextTITOTokenizer = type("QwenNextTITOTokenizer", (Qwen3TITOTokenizer,), _attrs("qwennext"))
 GLM47TITOTokenizer = _family("glm47", "GLM47TITOTokenizer")
-Nemotron3TITOTokenizer = type("Nemotron3TITOTokenizer", (Qwen3TITOTokenizer,), {"_FAMILY": "nemotron3", "FIXED_TEMPLATE": _fixed("nemotron3")})
+Nemotron3TITOTokenizer = type("Nemotron3TITOTokenizer", (Qwen3TITOTokenizer,), _attrs("nemotron3"))
 Kimi25TITOTokenizer = _family("kimi25", "Kimi25TITOTokenizer")
 Kimi26TITOTokenizer = _family("kimi26", "Kimi26TITOTokenizer")
 MinimaxM25TITOTokenizer = _family("minimax_m25", "MinimaxM25TITOTokenizer")
-MinimaxM27TITOTokenizer = type("MinimaxM27TITOTokenizer", (MinimaxM25TITOTokenizer,), {"_FAMILY": "minimax_m27", "FIXED_TEMPLATE": _fixed("minimax_m27")})
+MinimaxM27TITOTokenizer = type("MinimaxM27TITOTokenizer", (MinimaxM25TITOTokenizer,), _attrs("minimax_m27"))
 DeepSeekV32TITOTokenizer = _family("deepseekv32", "DeepSeekV32TITOTokenizer")
 DeepSeekV4TITOTokenizer = _family("deepseekv4", "DeepSeekV4TITOTokenizer")
 InklingTITOTokenizer = _family("inkling", "InklingTITOTokenizer")
@@ -174,5 +180,6 @@ def resolve_fixed_chat_template(tito_model: Any) -> tuple[str | None, dict[str, 
 
 def resolve_reasoning_and_tool_call_parser(tito_model: Any, user_reasoning_parser: str | None = None,
                                            user_tool_call_parser: str | None = None) -> tuple[str | None, str | None]:
-    raise NotImplementedError("sglang parser bindings are Miles' serving configuration; tito_fast has none")
+    return _f.resolve_reasoning_and_tool_call_parser(getattr(tito_model, "value", tito_model), user_reasoning_parser,
+                                                     user_tool_call_parser)
 
