@@ -240,3 +240,17 @@ def test_remembered_tools_and_variables_follow_changes() -> None:
     kwargs["enable_thinking"] = False  # the same template with other variables
     thinking_off, want = both()
     assert thinking_off == want and thinking_off != native
+
+
+def test_floats_halfway_between_two_shortest_forms_are_written_as_python_writes_them() -> None:
+    """562949953421312.25 reads back from both ...312.2 and ...312.3; Python's
+    repr takes the even digit (Rust's shortest form the upper one)."""
+    import random
+
+    from tito_fast.chat.render import native_renderer
+
+    r = native_renderer("{{ x }}", {})
+    rng = random.Random(5)
+    ties = [float(2**e + rng.randint(0, 2**20)) + f for e in range(40, 57) for f in (0.125, 0.25, 0.375, 0.625, 0.75, 0.875)]
+    for v in ties + [-x for x in ties] + [562949953421312.2]:
+        assert r.render({"x": v}) == repr(v)

@@ -56,11 +56,14 @@ pub fn float_repr(v: f64) -> String {
     if v.is_infinite() {
         return if v < 0.0 { "-inf".into() } else { "inf".into() };
     }
-    // Rust's `{:e}` gives the shortest round-trip digits, as Python's repr does.
+    // Rust's `{:e}` gives the shortest round-trip digits, as Python's repr does,
+    // but for a value exactly halfway between two shortest candidates it takes
+    // the upper one where Python takes the even one.
     let sci = format!("{:e}", v.abs());
     let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let mut digits: String = mant.chars().filter(|c| *c != '.').collect();
+    half_even(v.abs(), exp, &mut digits);
     let sign = if v.is_sign_negative() { "-" } else { "" };
     let mut out = String::from(sign);
     if (-4..16).contains(&exp) {
@@ -89,6 +92,31 @@ pub fn float_repr(v: f64) -> String {
         let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
     }
     out
+}
+
+/// `digits` (the shortest that read back as `v`, scientific exponent `exp`)
+/// with an odd last digit lowered by one when `v` lies exactly halfway
+/// between the two, as Python's repr breaks the tie (to the even digit).
+fn half_even(v: f64, exp: i32, digits: &mut String) {
+    let n = digits.len();
+    let last = digits.as_bytes()[n - 1];
+    if n < 2 || (last - b'0') % 2 == 0 {
+        return;
+    }
+    let mut lower = digits.clone();
+    lower.pop();
+    lower.push(char::from(last - 1));
+    let reads_back = format!("{}.{}e{exp}", &lower[..1], &lower[1..]).parse::<f64>().ok() == Some(v);
+    if !reads_back {
+        return; // only the upper one reads back: no tie
+    }
+    // The exact decimal value of `v` (a double has at most 767 significant digits).
+    let exact = format!("{:.800e}", v);
+    let exact_digits: String = exact.split('e').next().unwrap_or("").chars().filter(|c| *c != '.').collect();
+    let tail = &exact_digits[n.min(exact_digits.len())..];
+    if exact_digits.starts_with(&lower) && tail.starts_with('5') && tail[1..].bytes().all(|b| b == b'0') {
+        *digits = lower;
+    }
 }
 
 /// Whether Python's `str.isprintable()` is surely true for `c` (a
@@ -504,6 +532,8 @@ mod tests {
             (1e-5, "1e-05"),
             (0.0001, "0.0001"),
             (123.456, "123.456"),
+            (562_949_953_421_312.2, "562949953421312.2"), // halfway between .2 and .3: Python takes the even digit
+            (-562_949_953_421_312.2, "-562949953421312.2"),
             (-0.0, "-0.0"),
             (0.0, "0.0"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
