@@ -139,36 +139,52 @@ pub fn common_prefix_len(a: &[u32], b: &[u32]) -> usize {
     start + a[start..].iter().zip(&b[start..]).take_while(|(x, y)| x == y).count()
 }
 
+/// The longest common prefix of `a` and `b`, read block by block: `scan`
+/// says of two blocks whether an element of either is not an id and
+/// whether they differ, `bad` whether an element of the longer one's tail is
+/// not an id. None when an element is not an id.
+fn lcp_by_blocks<T: Copy + PartialEq>(
+    a: &[T],
+    b: &[T],
+    block: usize,
+    scan: impl Fn(&[T], &[T]) -> (bool, bool),
+    bad: impl Fn(&[T]) -> bool,
+) -> Option<usize> {
+    let n = a.len().min(b.len());
+    let mut lcp = None;
+    let mut at = 0;
+    while at < n {
+        let end = (at + block).min(n);
+        let (x, y) = (&a[at..end], &b[at..end]);
+        let (not_ids, differ) = scan(x, y);
+        if not_ids {
+            return None;
+        }
+        if lcp.is_none() && differ {
+            lcp = Some(at + x.iter().zip(y).take_while(|(p, q)| p == q).count());
+        }
+        at = end;
+    }
+    if bad(&a[n..]) || bad(&b[n..]) {
+        return None;
+    }
+    Some(lcp.unwrap_or(n))
+}
+
 /// Longest common prefix of two 64-bit id slices, every element of both
 /// checked to be a token id in the same pass (each array read once, never
 /// narrowed into a copy). None when an element is not an id (the caller
 /// then finds and reports it).
 pub fn common_prefix_len_wide<T: Copy + PartialEq + Into<crate::ids::Wide>>(a: &[T], b: &[T]) -> Option<usize> {
-    const BLOCK: usize = 512;
-    let high = |s: &[T]| s.iter().fold(0u64, |acc, &x| acc | (x.into().0 >> 32));
-    let n = a.len().min(b.len());
-    let mut lcp = None;
-    let mut at = 0;
-    while at < n {
-        let end = (at + BLOCK).min(n);
-        let (x, y) = (&a[at..end], &b[at..end]);
-        // one fused pass over the block: any id out of range, any difference
+    // one fused pass over two blocks: any id out of range, any difference
+    let scan = |x: &[T], y: &[T]| {
         let (hi, ne) = x.iter().zip(y).fold((0u64, 0u64), |(hi, ne), (&p, &q)| {
             let (p, q) = (p.into().0, q.into().0);
             (hi | ((p | q) >> 32), ne | (p ^ q))
         });
-        if hi != 0 {
-            return None;
-        }
-        if lcp.is_none() && ne != 0 {
-            lcp = Some(at + x.iter().zip(y).take_while(|(p, q)| p == q).count());
-        }
-        at = end;
-    }
-    if high(&a[n..]) | high(&b[n..]) != 0 {
-        return None;
-    }
-    Some(lcp.unwrap_or(n))
+        (hi != 0, ne != 0)
+    };
+    lcp_by_blocks(a, b, 512, scan, |s| s.iter().fold(0u64, |acc, &x| acc | (x.into().0 >> 32)) != 0)
 }
 
 /// Longest common prefix of two 8- or 16-bit slices, compared in their own
@@ -179,28 +195,10 @@ pub fn common_prefix_len_narrow<T>(a: &[T], b: &[T], signed: bool) -> Option<usi
 where
     T: Copy + PartialEq + PartialOrd + Default + std::ops::BitOr<Output = T>,
 {
-    const BLOCK: usize = 2048;
     let zero = T::default();
     // the OR of signed values is negative exactly when one of them is (one vector OR per lane)
     let negative = |s: &[T]| signed && s.iter().fold(zero, |acc, &x| acc | x) < zero;
-    let n = a.len().min(b.len());
-    let mut lcp = None;
-    let mut at = 0;
-    while at < n {
-        let end = (at + BLOCK).min(n);
-        let (x, y) = (&a[at..end], &b[at..end]);
-        if negative(x) | negative(y) {
-            return None;
-        }
-        if lcp.is_none() && x != y {
-            lcp = Some(at + x.iter().zip(y).take_while(|(p, q)| p == q).count());
-        }
-        at = end;
-    }
-    if negative(&a[n..]) | negative(&b[n..]) {
-        return None;
-    }
-    Some(lcp.unwrap_or(n))
+    lcp_by_blocks(a, b, 2048, |x, y| (negative(x) || negative(y), x != y), negative)
 }
 
 fn bad_id(side: Side, pos: usize, raw: u32) -> (Side, IdError) {

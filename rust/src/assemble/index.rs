@@ -153,15 +153,15 @@ impl Index {
 
     /// The nodes where a chain may end at most `budget` ids below point `p`,
     /// those ids all in `trim`: chains ending there extend to `p` once their
-    /// trailing trim ids are trimmed. Each is pushed to `out` (nodes without
-    /// tips too: their tips are read by the caller).
+    /// trailing trim ids are trimmed. Each is pushed to `out` with `p`'s depth
+    /// (nodes without tips too: their tips are read by the caller).
     pub fn trim_reach<'a>(
         &self,
         seq: &impl Fn(u32) -> Seq<'a>,
         p: Pos,
         trim: &[u32],
         budget: usize,
-        out: &mut Vec<u32>,
+        out: &mut Vec<(u32, usize)>,
     ) {
         let all_trim = |v: u32, from: usize| {
             let n = &self.nodes[v as usize];
@@ -170,17 +170,26 @@ impl Index {
         match p.into {
             Some(v) => {
                 if all_trim(v, p.depth) {
-                    out.push(v);
+                    out.push((v, p.depth));
                     let left = budget - (self.nodes[v as usize].depth - p.depth);
-                    self.trim_below(seq, v, trim, left, out);
+                    self.trim_below(seq, v, trim, left, p.depth, out);
                 }
             }
-            None => self.trim_below(seq, p.node, trim, budget, out),
+            None => self.trim_below(seq, p.node, trim, budget, p.depth, out),
         }
     }
 
-    /// `trim_reach` from node `u`: its kids whose edges are trim ids only, within `budget`.
-    fn trim_below<'a>(&self, seq: &impl Fn(u32) -> Seq<'a>, u: u32, trim: &[u32], budget: usize, out: &mut Vec<u32>) {
+    /// `trim_reach` from node `u`: its kids whose edges are trim ids only,
+    /// within `budget` (trimming starts at depth `from`).
+    fn trim_below<'a>(
+        &self,
+        seq: &impl Fn(u32) -> Seq<'a>,
+        u: u32,
+        trim: &[u32],
+        budget: usize,
+        from: usize,
+        out: &mut Vec<(u32, usize)>,
+    ) {
         if budget == 0 {
             return;
         }
@@ -193,8 +202,8 @@ impl Index {
             let n = &self.nodes[v as usize];
             let len = n.depth - d;
             if len <= budget && (d..n.depth).all(|j| trim.contains(&at(seq(n.src), j))) {
-                out.push(v);
-                self.trim_below(seq, v, trim, budget - len, out);
+                out.push((v, from));
+                self.trim_below(seq, v, trim, budget - len, from, out);
             }
         }
     }

@@ -399,7 +399,7 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
     let seq = |x: u32| calls.seq(x);
     let mut last: Option<usize> = None; // the chain extended last
     let mut path = Vec::new();
-    let (mut reach, mut seen) = (Vec::new(), 0); // nodes below the path within the trim budget
+    let mut reach = Vec::new(); // (node, where trimming starts) below the path within the trim budget
     for c in 0..calls.len() {
         let call = u32::try_from(c).expect("fewer than 2**32 calls a session");
         let prompt = calls.prompt(c);
@@ -430,28 +430,18 @@ pub fn assemble_session(calls: &Calls<'_>, opt: &Options) -> Assembled {
             for &node in &path {
                 let at = index::Pos { node, depth: f.index.depth(node), into: None };
                 f.index.trim_reach(&seq, at, &opt.trim, opt.max_trim, &mut reach);
-                for &v in &reach[seen..] {
-                    for &k in f.index.tips(v) {
-                        let l = f.common_from(k as usize, at.depth, prompt);
-                        if l == f.out.chains[k as usize].len() || l < prompt.len() {
-                            consider(k, l, &f.stamps);
-                        }
-                    }
-                }
-                seen = reach.len();
             }
             if p.into.is_some() {
                 f.index.trim_reach(&seq, p, &opt.trim, opt.max_trim, &mut reach);
-                for &v in &reach[seen..] {
-                    for &k in f.index.tips(v) {
-                        let l = f.common_from(k as usize, p.depth, prompt);
-                        if l == f.out.chains[k as usize].len() || l < prompt.len() {
-                            consider(k, l, &f.stamps);
-                        }
+            }
+            for &(v, from) in &reach {
+                for &k in f.index.tips(v) {
+                    let l = f.common_from(k as usize, from, prompt);
+                    if l == f.out.chains[k as usize].len() || l < prompt.len() {
+                        consider(k, l, &f.stamps);
                     }
                 }
             }
-            seen = 0;
         }
         if let Some((k, l)) = extends.filter(|&(k, _)| f.out.chains[k].open) {
             let removed = f.out.chains[k].len() - l;
