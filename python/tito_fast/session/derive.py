@@ -44,6 +44,7 @@ from tito_fast.chat.presets import ALL_ROLES, FAMILIES, TOOL_CALL_IDS, CallIds, 
 from tito_fast.chat.render import render, template_of
 from tito_fast.errors import FamilyError, RenderError
 from tito_fast.session.verify import ROLE_SETS, Result, call_id, for_template, verify_family
+from tito_fast.tokenizer.backend import special_ids
 
 #: A message content no template writes on its own: where it lands marks the message.
 _MARK = "ZQXJ"
@@ -90,10 +91,11 @@ def _tokens(tokenizer: Any, text: str) -> list[str]:
 
 
 def _special(tokenizer: Any, added: bool = False) -> set[str]:
-    """The special tokens (with `added`: every added token, `<think>` too)."""
-    names = set(getattr(tokenizer, "all_special_tokens", []) or [])
-    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    names |= {str(t) for t in decoder.values() if added or getattr(t, "special", False)}
+    """The special tokens, as `special_ids` finds them (with `added`: every
+    added token too, `<think>` as well)."""
+    names = {str(t) for t in tokenizer.convert_ids_to_tokens(sorted(special_ids(tokenizer)))}
+    if added and hasattr(tokenizer, "get_added_vocab"):
+        names |= set(tokenizer.get_added_vocab())
     return names
 
 
@@ -123,16 +125,15 @@ def _base(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> list[dict
     """The opening messages of the probes: a system message and a user one, or
     the user one alone when the template refuses a system message."""
     try:
-        _probe(tokenizer, template, _BASE, kwargs)
+        _render(tokenizer, template, _BASE, kwargs)
         return _BASE
     except RenderError:
         return _BASE_NO_SYSTEM
 
 
-def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[str]) -> dict[str, Any]:
-    """The seam rule: what follows a completion in the template."""
-    _BASE = _base(tokenizer, template, kwargs)  # noqa: N806 (the probes' base, as named above)
-    full = _probe(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}], kwargs)
+def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], base: list[dict[str, Any]], steps: list[str]) -> dict[str, Any]:
+    """The seam rule: what follows a completion in the template (probed after `base`, `_base`)."""
+    full = _probe(tokenizer, template, base + [{"role": "assistant", "content": _MARK}], kwargs)
     if _MARK not in full:
         raise _NoSeam("the template does not render an assistant message's content")
     after = full[full.rindex(_MARK) + len(_MARK) :]
@@ -140,7 +141,7 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
     # terminator that changes (Harmony's <|return|> becomes <|end|>) no seam
     # rule can join. (A change before it, in reasoning or content, is for the
     # kwargs and known edits below to fix, and for the verifier to show.)
-    followed = _probe(tokenizer, template, _BASE + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": "V"}], kwargs)
+    followed = _probe(tokenizer, template, base + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": "V"}], kwargs)
     if _MARK in followed:
         later = followed[followed.index(_MARK) + len(_MARK) :]
         if not later.startswith(after):
@@ -154,9 +155,9 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
         # The next message's opener ends the turn: the model stops on it.
         # (replies with reasoning: a template may drop an empty reasoning wrapper from history)
         reply = {"role": "assistant", "content": _MARK, "reasoning_content": "r"}
-        user_text = _after(tokenizer, template, kwargs, _BASE + [reply], {"role": "user", "content": "V"})
+        user_text = _after(tokenizer, template, kwargs, base + [reply], {"role": "user", "content": "V"})
         call = {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": [_TOOL_CALL]}
-        tool_text = _after(tokenizer, template, kwargs, _BASE + [call], {"role": "tool", "tool_call_id": "call_0", "content": "R"})
+        tool_text = _after(tokenizer, template, kwargs, base + [call], {"role": "tool", "tool_call_id": "call_0", "content": "R"})
         openers = []
         for role, text in (("user", user_text), ("tool", tool_text)):
             first = _tokens(tokenizer, text)[:1]
@@ -182,14 +183,13 @@ def _seam(tokenizer: Any, template: str, kwargs: Mapping[str, Any], steps: list[
     return {"append_after": (stop, rest), "trailing": (rest,)}
 
 
-def _assistant_start(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> str | None:
+def _assistant_start(tokenizer: Any, template: str, kwargs: Mapping[str, Any], base: list[dict[str, Any]]) -> str | None:
     """The generation prompt's opener and role name (where assistant content starts)."""
-    first = _base(tokenizer, template, kwargs)
-    base = _probe(tokenizer, template, first, kwargs)
-    gen = _probe(tokenizer, template, first, kwargs, gen=True)
-    if not gen.startswith(base) or gen == base:
+    plain = _probe(tokenizer, template, base, kwargs)
+    gen = _probe(tokenizer, template, base, kwargs, gen=True)
+    if not gen.startswith(plain) or gen == plain:
         return None
-    prompt = gen[len(base) :]
+    prompt = gen[len(plain) :]
     special = _special(tokenizer, added=True)
     out = ""
     for t in _tokens(tokenizer, prompt):
@@ -219,9 +219,8 @@ def _replay(tokenizer: Any, template: str, config: FamilyConfig) -> list[Result]
     return verify_family(subject.tito, thinking="both" if "enable_thinking" in text else "as-given")
 
 
-def _call_ids(tokenizer: Any, template: str, kwargs: Mapping[str, Any]) -> CallIds:
+def _call_ids(tokenizer: Any, template: str, kwargs: Mapping[str, Any], base: list[dict[str, Any]]) -> CallIds:
     """The form of tool-call ids the template renders (`FamilyConfig.tool_call_ids`): the first that renders."""
-    base = _base(tokenizer, template, kwargs)
     for form in TOOL_CALL_IDS:
         call = {"id": call_id(form, "f", 0), "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
         messages = base + [
@@ -289,14 +288,15 @@ def derive_family(
         kwargs = {**fixed, **{v: x for v, x in zip(variables, values) if x is not None}}
         found: list[str] = []
         try:
-            seam = _seam(tokenizer, template, kwargs, found)
+            base = _base(tokenizer, template, kwargs)  # the probes' opening messages, rendered once
+            seam = _seam(tokenizer, template, kwargs, base, found)
         except _NoSeam as e:
             refused = refused or e
             continue
-        start = _assistant_start(tokenizer, template, kwargs)
+        start = _assistant_start(tokenizer, template, kwargs, base)
         if start:
             found.append(f"assistant content starts after {start!r}")
-        ids = _call_ids(tokenizer, template, kwargs)
+        ids = _call_ids(tokenizer, template, kwargs, base)
         if ids != "call":
             found.append(f"the template accepts tool-call ids in the {ids!r} form only")
         # a template given in place of the tokenizer's is part of the declaration (what was verified)
