@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import sys
 from types import ModuleType
 
 from tito_fast.errors import MissingDependency
@@ -64,6 +65,11 @@ def installed(package: str) -> bool:
         return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         return False
+
+
+def loaded(package: str) -> ModuleType | None:
+    """`package` when something imported it already, else None (never imports it)."""
+    return sys.modules.get(package)
 
 
 def transformers() -> ModuleType:
@@ -128,6 +134,7 @@ __all__ = [
     "EXTRAS",
     "installed",
     "jinja2",
+    "loaded",
     "miles_tito_tokenizers",
     "orjson",
     "orjson_or_none",

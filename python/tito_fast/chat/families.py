@@ -27,6 +27,8 @@ Example:
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -60,7 +62,8 @@ from tito_fast.errors import (
     TemplateNotAppendOnlyError,
     TurnNotProducibleError,
 )
-from tito_fast.tokenizer.backend import backend_of, single_id
+from tito_fast.tokenizer import cache as table_cache
+from tito_fast.tokenizer.backend import backend_of, kind, single_id, special_ids
 from tito_fast.tokenizer.encoder import FastEncoder
 
 DUMMY_SYSTEM = {"role": "system", "content": "dummy system"}
@@ -330,7 +333,48 @@ class TitoTokenizer:
     def _replay_check(self, template: str) -> tuple[int | None, str] | None:
         """Replay the canned conversations with `template`; None when none of them
         fails (retokenized seams and turns no engine could produce do not count),
-        else (first differing id or None, what differs)."""
+        else (first differing id or None, what differs). The verdict is kept
+        with the tokenizer's tables (`tokenizer.cache`) under everything it
+        depends on, and read from there when the tokenizer's digest is at hand
+        (a `SnapshotTokenizer`'s): a known template is not probed again."""
+        name = self._replay_key(template)
+        if name is not None:
+            got = table_cache.load(name)
+            if got is not None:
+                try:
+                    kept = json.loads(table_cache.array_text(got["verdict"]))
+                    return None if kept is None else (kept[0], str(kept[1]))
+                except (KeyError, ValueError, TypeError, IndexError, UnicodeDecodeError):
+                    pass  # another layout: replay again
+        verdict = self._replay(template)
+        if name is not None:
+            table_cache.store(name, {"verdict": table_cache.text_array(json.dumps(verdict))})
+        return verdict
+
+    def _replay_key(self, template: str) -> str | None:
+        """The name of `_replay_check`'s kept verdict for `template`, or None when the tokenizer's digest is not at hand."""
+        backend = backend_of(self.tokenizer)
+        digest = table_cache.known_digest(backend) if backend is not None else None
+        if digest is None:
+            return None
+        def plain(o: Any) -> Any:  # sets in order: their repr changes with the interpreter's hash seed
+            if isinstance(o, (set, frozenset)):
+                return sorted(o, key=repr)
+            if isinstance(o, Mapping):
+                return dict(o)
+            raise TypeError(type(o).__name__)
+
+        try:
+            config = json.dumps(dataclasses.asdict(self.config), sort_keys=True, default=plain)
+            kwargs = json.dumps(self.chat_template_kwargs, sort_keys=True, default=plain)
+        except (TypeError, ValueError):
+            return None
+        what = (hashlib.sha256(template.encode("utf-8")).hexdigest(), config, kwargs, sorted(self.allowed_append_roles),
+                self.tool_policy, self.backend, kind(self.tokenizer), sorted(special_ids(self.tokenizer)))  # fmt: skip
+        return table_cache.key("replay", digest, *what)
+
+    def _replay(self, template: str) -> tuple[int | None, str] | None:
+        """`_replay_check` without its kept verdicts."""
         trial = self._with_template(template)
         skipped = ""
         judged = 0

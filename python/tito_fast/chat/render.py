@@ -162,20 +162,29 @@ def render(
             return render_jinja(_compile(template), context)
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
-    jinja2 = _deps.jinja2()
-
     try:
         try:
             return once(tool_defs)
-        except jinja2.TemplateError as e:
+        except _jinja_error() as e:
             if tool_defs is None:
                 raise RenderError(f"chat template failed: {e}") from e
             try:
                 return once([t["function"] for t in tool_defs])
-            except jinja2.TemplateError as e2:
+            except _jinja_error() as e2:
                 raise RenderError(f"chat template failed (also with bare function schemas): {e2}") from e2
     except (TypeError, KeyError, AttributeError) as e:
         raise RenderError(f"chat template failed on these messages: {type(e).__name__}: {e}") from e
+
+
+class _NotRaised(Exception):
+    """Stands for jinja2's errors while jinja2 is not imported (nothing rendered with it)."""
+
+
+def _jinja_error() -> type[Exception]:
+    """`jinja2.TemplateError` once jinja2 is imported, else an error nothing raises:
+    a native render needs no jinja2 (importing it costs ~25 ms of a run's start)."""
+    jinja2 = _deps.loaded("jinja2")
+    return jinja2.TemplateError if jinja2 is not None else _NotRaised
 
 
 def _utc_offset() -> int:

@@ -30,6 +30,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from tito_fast.tokenizer import cache as table_cache
+
 #: Each family that registers a fixed template in Miles, and its file name.
 FIXED_TEMPLATES: dict[str, str] = {
     "qwen3": "qwen3_fixed.jinja",
@@ -83,13 +85,8 @@ def _folders() -> list[tuple[Path, str]]:
 
 
 def _version(package: str) -> str:
-    from importlib import metadata
-
-    dist = {"miles_tito_tokenizers": "miles-tito-tokenizers"}.get(package, package)
-    try:
-        return " " + metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return ""
+    version = table_cache.versions((package,))[0]
+    return "" if version is None else " " + version
 
 
 def find_fixed_template(family: str) -> FixedTemplate | None:

@@ -78,7 +78,7 @@ def build_scorer(
     """A `Scorer` from a tokenizer spec (directory or fixture:NAME), family, optional template text
     and optional DeepSeek encoder file."""
     return Scorer(
-        load_tokenizer(tokenizer), family, chat_template=template, mode=mode, encoder_path=encoder_path,
+        load_tokenizer(tokenizer, snapshot=True), family, chat_template=template, mode=mode, encoder_path=encoder_path,
         trust_encoder=trust_encoder,
     )  # fmt: skip
 

@@ -5,7 +5,10 @@
   plus every added token flagged `special=True`);
 - `token_id`: the id of one token string, or None;
 - `single_id`: the id of a token string or of a short text that encodes to
-  exactly one id (family declarations use both).
+  exactly one id (family declarations use both);
+- `kind` and `decode_settings`: the tokenizer's class and the settings that
+  change `decode()`, which key the byte table (a `SnapshotTokenizer` holds
+  those of the tokenizer it stands for).
 
 Example:
     >>> class Tok:
@@ -70,3 +73,19 @@ def single_id(tokenizer: Any, name: str) -> int | None:
         return tid
     ids = tokenizer.encode(name, add_special_tokens=False)
     return int(ids[0]) if isinstance(ids, list) and len(ids) == 1 else None
+
+
+def kind(tokenizer: Any) -> str:
+    """The tokenizer's class name (for a `tokenizer.snapshot.SnapshotTokenizer`: the class it stands for)."""
+    name = getattr(tokenizer, "snapshot_type", None) if hasattr(type(tokenizer), "snapshot_type") else None
+    return name if isinstance(name, str) else type(tokenizer).__qualname__
+
+
+def decode_settings(tokenizer: Any) -> list[tuple[str, str]]:
+    """The settings that change `decode()` besides the JSON (`clean_up_*`,
+    `split_special_*`), as reprs, read where transformers keeps them."""
+    if hasattr(type(tokenizer), "decode_settings"):
+        return list(tokenizer.decode_settings)
+    init = getattr(tokenizer, "init_kwargs", None) or {}
+    own = {**init, **getattr(tokenizer, "__dict__", {})}
+    return sorted((k, repr(v)) for k, v in own.items() if k.startswith(("clean_up", "split_special")))

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
-import sys
 import tempfile
 import threading
 import weakref
@@ -76,7 +76,11 @@ def _state(backend: Any) -> tuple[Any, ...]:
 def digest(backend: Any) -> str:
     """The SHA-256 of the tokenizer's JSON (`backend.to_str()`), made once per
     backend object while its added tokens, truncation and padding stay as they
-    were (the byte table and the encoder both key on it)."""
+    were (the byte table and the encoder both key on it); a snapshot's backend
+    (`tokenizer.snapshot`) holds the one made when it was recorded."""
+    known = getattr(backend, "known_digest", None)
+    if isinstance(known, str):
+        return known
     state = _state(backend)
     with _LOCK:
         try:
@@ -94,19 +98,72 @@ def digest(backend: Any) -> str:
     return h
 
 
+def known_digest(backend: Any) -> str | None:
+    """`digest(backend)` when it costs nothing (a snapshot's, or one made
+    already for this backend in its present state), else None."""
+    known = getattr(backend, "known_digest", None)
+    if isinstance(known, str):
+        return known
+    with _LOCK:
+        try:
+            got = _DIGESTS.get(backend)
+        except TypeError:
+            return None
+    return got[1] if got is not None and got[0] == _state(backend) else None
+
+
 def _code() -> tuple[Any, ...]:
     """The versions of what builds and checks the tables (tito_fast, its
     extension and the modules that build them, as installed: an edited
     checkout gets new keys), and of tokenizers, transformers and jinja2,
-    whose encode, decode and render the tables are checked against."""
-    versions = [getattr(sys.modules.get(m), "__version__", None) for m in ("tokenizers", "transformers", "jinja2")]
-    return (FORMAT, __version__, _files(), tuple(versions))
+    whose encode, decode and render the tables are checked against (as
+    installed, whether imported yet or not)."""
+    return (FORMAT, code_stamp(), versions(("tokenizers", "transformers", "jinja2")))
+
+
+def code_stamp() -> tuple[Any, ...]:
+    """tito_fast's version and the size and time of the files that build tables."""
+    return (__version__, _files())
+
+
+@functools.cache
+def versions(packages: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The installed versions of `packages` (None: not installed), read
+    without importing them: from the name of the `.dist-info` folder next to
+    the package (importing `importlib.metadata` costs ~25 ms of a run's
+    start), else by `importlib.metadata`."""
+    return tuple(_version(p) for p in packages)
+
+
+def _version(package: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.origin:
+        site = Path(spec.origin).parent.parent
+        prefix = package.replace("-", "_").lower() + "-"
+        try:
+            found = [n for n in os.listdir(site) if n.lower().startswith(prefix) and n.endswith(".dist-info")]
+        except OSError:
+            found = []
+        if len(found) == 1:
+            return found[0][len(prefix) : -len(".dist-info")]
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 @functools.cache
 def _files() -> tuple[Any, ...]:
     here = Path(__file__).resolve().parent.parent
-    files = [here / "tokenizer" / "vocab.py", here / "tokenizer" / "encoder.py", here / "chat" / "render.py", here / "chat" / "canned.py"]
+    files = [here / "tokenizer" / "vocab.py", here / "tokenizer" / "encoder.py", here / "chat" / "render.py", here / "chat" / "canned.py",
+             here / "tokenizer" / "snapshot.py", here / "chat" / "families.py"]
     files += sorted(here.glob("_core*.so")) + sorted(here.glob("_core*.pyd"))
     stamps: list[tuple[str, int | None, int | None]] = []
     for f in files:

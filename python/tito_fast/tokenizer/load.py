@@ -20,6 +20,7 @@ from typing import Any
 
 from tito_fast import _deps
 from tito_fast.errors import FixtureError, TokenizerLoadError
+from tito_fast.tokenizer.snapshot import load as snapshot_load
 
 #: Files one of which a tokenizer folder holds.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "tiktoken.model")
@@ -27,9 +28,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tok
 FIXTURE_PREFIX = "fixture:"
 
 
-def load_tokenizer(spec: str | os.PathLike[str] | Any) -> Any:
+def load_tokenizer(spec: str | os.PathLike[str] | Any, *, snapshot: bool = False) -> Any:
     """A tokenizer from a directory, or `fixture:NAME` for a pinned test
     fixture; any other object (a loaded tokenizer) is returned as it is.
+    With `snapshot=True` a folder's tokenizer is a
+    `tokenizer.snapshot.SnapshotTokenizer` once a run has recorded it: the
+    facts and answers tito_fast needs without importing transformers (it
+    loads the tokenizer only for what the snapshot does not hold).
 
     Raises:
         TokenizerLoadError: no such fixture or folder, a folder without
@@ -40,7 +45,11 @@ def load_tokenizer(spec: str | os.PathLike[str] | Any) -> Any:
         return spec
     spec = os.fspath(spec)
     if spec.startswith(FIXTURE_PREFIX):
-        return _fixture(spec[len(FIXTURE_PREFIX) :])
+        name = spec[len(FIXTURE_PREFIX) :]
+        if not snapshot:
+            return _fixture(name)
+        folder = _fixture_dir(name)
+        return snapshot_load(folder, lambda: _fixture(name))
     path = Path(spec).expanduser()
     if not path.exists():
         raise TokenizerLoadError(
@@ -51,13 +60,30 @@ def load_tokenizer(spec: str | os.PathLike[str] | Any) -> Any:
         raise TokenizerLoadError(f"tokenizer {spec!r} is a file; give the folder that holds it")
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
-    auto_tokenizer = _deps.transformers().AutoTokenizer
+    if snapshot:
+        return snapshot_load(path, lambda: load_with_transformers(spec))
+    return load_with_transformers(spec)
 
+
+def load_with_transformers(spec: str) -> Any:
+    """The tokenizer in folder `spec`, loaded by transformers' `AutoTokenizer` (local files only)."""
+    auto_tokenizer = _deps.transformers().AutoTokenizer
     try:
-        return auto_tokenizer.from_pretrained(str(path), local_files_only=True)
+        return auto_tokenizer.from_pretrained(str(Path(spec).expanduser()), local_files_only=True)
     except Exception as e:  # transformers raises many types; one line says which
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise TokenizerLoadError(f"could not load the tokenizer in {spec!r}: {type(e).__name__}: {first}") from e
+
+
+def _fixture_dir(name: str) -> Path:
+    from tito_fast.testing.fixtures import FAMILIES, tokenizer_dir
+
+    if name not in FAMILIES:
+        raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(FAMILIES))}")
+    try:
+        return tokenizer_dir(name)
+    except FixtureError as e:
+        raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
 
 
 def _fixture(name: str) -> Any:
@@ -72,4 +98,4 @@ def _fixture(name: str) -> Any:
         raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
 
 
-__all__ = ["FIXTURE_PREFIX", "TOKENIZER_FILES", "load_tokenizer"]
+__all__ = ["FIXTURE_PREFIX", "TOKENIZER_FILES", "load_tokenizer", "load_with_transformers"]

@@ -33,7 +33,7 @@ import numpy as np
 from tito_fast import _deps
 from tito_fast._core import Segmenter
 from tito_fast.tokenizer import cache as table_cache
-from tito_fast.tokenizer.backend import require_backend, special_ids
+from tito_fast.tokenizer.backend import decode_settings, kind, require_backend, special_ids
 
 #: Strings that expose decoder quirks (space clean-up, prefix spaces, unicode).
 PROBES = ["a . b , c ! d ? e", "don't I'm it's we've they're", " leading", "x  y\n\n z\t", "你好🙂é", "<think>\nok\n</think>"]
@@ -155,11 +155,8 @@ def _build(tokenizer: Any, samples: int, seed: int) -> Vocab:
     built from (`tokenizer.cache`), else built and kept."""
     backend = require_backend(tokenizer)
     specials = sorted(special_ids(tokenizer)) if hasattr(tokenizer, "all_special_ids") else None
-    # what changes decode() besides the JSON: its settings, read where transformers keeps them
-    init = getattr(tokenizer, "init_kwargs", None) or {}
-    own = {**init, **getattr(tokenizer, "__dict__", {})}
-    settings = sorted((k, repr(v)) for k, v in own.items() if k.startswith(("clean_up", "split_special")))
-    name = table_cache.key("vocab", table_cache.digest(backend), type(tokenizer).__qualname__, specials, settings, samples, seed)
+    settings = decode_settings(tokenizer)  # what changes decode() besides the JSON
+    name = table_cache.key("vocab", table_cache.digest(backend), kind(tokenizer), specials, settings, samples, seed)
     got = table_cache.load(name)
     if got is not None:
         try:
