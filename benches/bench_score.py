@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from benches import agent_dumps
 from benches.bench_trajectory import TOOLS, agent_session
 from benches.sessions import tokenizer
 from tito_fast.chat.families import get_tito_tokenizer
@@ -87,9 +88,9 @@ def _miles_tito_tokenizers(path: Path) -> list[list[dict[str, Any]]]:
     return out
 
 
-def _reference(path: Path) -> list[list[dict[str, Any]]]:
-    sc = _scorer()
-    tito = sc.tito
+def _reference(path: Path, tito: Any = None) -> list[list[dict[str, Any]]]:
+    """The reference pipeline over a dump with a family's constants (default: Qwen3's)."""
+    tito = tito if tito is not None else _scorer().tito
     tok = tito.tokenizer
     ref = reference.ReferenceComparator(
         tok, tito.assistant_start_str, special_token_ids=tito.special_token_ids, trim_trailing_ids=tito.trailing_token_ids or None
@@ -174,6 +175,37 @@ def bench_score_differing(benchmark: Any, full_size: bool, impl: str, tmp_path_f
     assert all(i.message_index >= 0 for r in run.results for i in r.items)  # every difference placed in a message
 
 
+@pytest.mark.parametrize("share", ["clean", "differing"])
+@pytest.mark.parametrize("fixture", list(agent_dumps.FAMILIES))
+@pytest.mark.parametrize("impl", ["python", "tito_fast_1_thread"])
+def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str, share: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Per session after start-up on dumps shaped like agent rollouts
+    (`benches.agent_dumps`: 3-150 turns, long varied tool outputs, unicode),
+    every session clean or every one differing: the reference pipeline in
+    this process (tokenizer loaded) against `run_score` on one thread (scorer
+    built). The same mismatch lists."""
+    n = (120 if fixture == "qwen3" else 60) if full_size else 3
+    path = tmp_path_factory.getbasetemp() / f"agents-{fixture}-{n}-{share}.jsonl"
+    if not path.exists():
+        agent_dumps.write_dump(path, fixture, n, differing=1.0 if share == "differing" else 0.0, max_turns=150 if full_size else 6)
+    tito = agent_dumps._tito(fixture)
+    benchmark.group = f"score per session after start-up: {n} agent sessions ({fixture}, {share}, 1 thread)"
+    benchmark.extra_info.update(sessions=n, family=tito.family)
+    rounds = {"rounds": 1 if impl == "python" else 3, "iterations": 1}
+    if impl == "python":
+        lists = benchmark.pedantic(lambda: _reference(path, tito), **rounds)
+    else:
+        scorer = Scorer(tito=tito)
+        assert scorer.native is not None, scorer.native_reason
+        run = benchmark.pedantic(lambda: run_score(path, threads=1, scorer=scorer), **rounds)
+        lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
+    _AGENT_LISTS.setdefault(path, lists)
+    assert lists == _AGENT_LISTS[path]
+    if share == "clean":
+        assert not any(lists)
+
+
+_AGENT_LISTS: dict[Path, list[list[dict[str, Any]]]] = {}
 _DUMPS: dict[tuple[int, int, float], Path] = {}
 _LISTS: dict[Path, list[list[dict[str, Any]]]] = {}
 

@@ -782,7 +782,7 @@ def _diff_exit(path: Path, scorer: Scorer) -> tuple[int, str]:
 
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(score_diff, "load_tokenizer", lambda spec: scorer.tito.tokenizer)
+        mp.setattr(score_diff, "load_tokenizer", lambda spec, **kw: scorer.tito.tokenizer)
         mp.setattr(score_diff, "Scorer", same_scorer)
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             code = cli_main.cli("diff", str(path), "--tokenizer", "fixture:qwen3", "--family", "qwen3", "--color", "never")

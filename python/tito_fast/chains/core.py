@@ -445,7 +445,7 @@ def _family(tokenizer: Any, family: Any) -> _Family:
 
     from tito_fast.tokenizer.load import load_tokenizer
 
-    tokenizer = load_tokenizer(tokenizer)  # a folder, fixture:NAME, or a tokenizer as it is
+    tokenizer = load_tokenizer(tokenizer, snapshot=True)  # a folder, fixture:NAME, or a tokenizer as it is
     if family is None:
         from tito_fast.chat.identify import family_of_tokenizer
 

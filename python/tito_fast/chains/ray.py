@@ -55,7 +55,7 @@ class BatchAssembler:
                  realign_window: int = DEFAULT_REALIGN_WINDOW, leaves: str = "all", matcher: str | None = None) -> None:  # fmt: skip
         from tito_fast.tokenizer.load import load_tokenizer
 
-        self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None
+        self.tokenizer = load_tokenizer(tokenizer, snapshot=True) if tokenizer is not None else None
         self.family, self.policy, self.realign_window = family, policy, realign_window
         self.leaves, self.matcher = leaves, matcher
 

@@ -89,7 +89,7 @@ def diff_files(options: DiffOptions, *, say: Callable[[str], None] | None = None
     o = options
     if len(o.inputs) > 2:
         raise UsageError("give a dump, or two id files (EXPECTED.json ACTUAL.json)")
-    tok = load_tokenizer(o.tokenizer)
+    tok = load_tokenizer(o.tokenizer, snapshot=True)
     family = o.family
     if family is None:
         family, note = resolve_family(o.inputs[0] if len(o.inputs) == 1 else None, tok)

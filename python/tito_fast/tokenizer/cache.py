@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import tempfile
 import threading
@@ -211,6 +212,36 @@ def store(name: str, arrays: dict[str, np.ndarray]) -> None:
             os.unlink(tmp)
             raise
     except Exception:  # a read-only or full disk: the next run builds the table again
+        return
+
+
+def load_json(name: str) -> Any:
+    """The JSON document stored as `name`, or None (not there, turned off, unreadable)."""
+    try:
+        d = directory()
+        if d is None:
+            return None
+        return json.loads((d / name).read_text(encoding="utf-8"))
+    except Exception:  # missing, damaged or unreadable: the caller records it again
+        return None
+
+
+def store_json(name: str, data: Any) -> None:
+    """Keep `data` as the JSON document `name` (written whole, as `store`)."""
+    try:
+        d = directory()
+        if d is None:
+            return
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False)
+            os.replace(tmp, d / name)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:  # a read-only or full disk: the next run records it again
         return
 
 

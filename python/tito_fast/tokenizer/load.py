@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def load_tokenizer(spec: str | os.PathLike[str] | Any, *, snapshot: bool = False
         if not snapshot:
             return _fixture(name)
         folder = _fixture_dir(name)
-        return snapshot_load(folder, lambda: _fixture(name))
+        return snapshot_load(folder, partial(_fixture, name))
     path = Path(spec).expanduser()
     if not path.exists():
         raise TokenizerLoadError(
@@ -61,7 +62,7 @@ def load_tokenizer(spec: str | os.PathLike[str] | Any, *, snapshot: bool = False
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise TokenizerLoadError(f"{spec!r} holds no tokenizer files (looked for {', '.join(TOKENIZER_FILES)})")
     if snapshot:
-        return snapshot_load(path, lambda: load_with_transformers(spec))
+        return snapshot_load(path, partial(load_with_transformers, spec))
     return load_with_transformers(spec)
 
 

@@ -31,7 +31,6 @@ import atexit
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable
@@ -125,6 +124,37 @@ class _Memo:
         return value
 
 
+class _Shared:
+    """What a `SnapshotTokenizer` and its backend share: the folder, the
+    facts, the kept answers, where they are kept, and the tokenizer itself
+    (loaded by `load` when first needed)."""
+
+    def __init__(self, path: Path, facts: dict[str, Any], memo: _Memo, name: str | None, load: Callable[[], Any], real: Any) -> None:
+        self.path, self.facts, self.memo, self.name, self.load, self.real = path, facts, memo, name, load, real
+        self.lock = threading.Lock()
+
+    def tokenizer(self) -> Any:
+        """The tokenizer itself (loaded with transformers on first use)."""
+        with self.lock:
+            if self.real is None:
+                self.real = self.load()
+            return self.real
+
+    def backend(self) -> Any:
+        """The tokenizer's own `tokenizers.Tokenizer`."""
+        from tito_fast.tokenizer.backend import require_backend
+
+        return require_backend(self.tokenizer())
+
+    def save(self) -> None:
+        if self.name is None or not self.memo.dirty:
+            return
+        with self.memo.lock:
+            data = {"format": FORMAT, "facts": self.facts, "memo": self.memo.data}
+            self.memo.dirty = False
+        cache.store_json(self.name, data)
+
+
 class _Encoding:
     """What `tokenizers` returns for one text, as far as tito_fast reads it."""
 
@@ -139,17 +169,17 @@ class SnapshotBackend:
     sizes, flags, added tokens and normalizer from the snapshot, `encode`
     answers kept, anything else from the real backend (loaded then)."""
 
-    def __init__(self, owner: SnapshotTokenizer) -> None:
-        self._owner = owner
+    def __init__(self, shared: _Shared) -> None:
+        self._s = shared
         self._normalizer: Any = _MISSING
 
     @property
     def known_digest(self) -> str:
         """The SHA-256 of the tokenizer's JSON (`cache.digest` takes it from here)."""
-        return str(self._owner._facts["backend"]["digest"])
+        return str(self._s.facts["backend"]["digest"])
 
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
-        b = self._owner._facts["backend"]
+        b = self._s.facts["backend"]
         return int(b["vocab_size_added"] if with_added_tokens else b["vocab_size"])
 
     @property
@@ -162,16 +192,16 @@ class SnapshotBackend:
 
     @property
     def encode_special_tokens(self) -> bool:
-        return bool(self._owner._facts["backend"]["encode_special_tokens"])
+        return bool(self._s.facts["backend"]["encode_special_tokens"])
 
     def get_added_tokens_decoder(self) -> dict[int, AddedTokenFacts]:
-        return _added(self._owner._facts["backend"]["added"])
+        return _added(self._s.facts["backend"]["added"])
 
     @property
     def normalizer(self) -> Any:
         """The normalizer, built from its JSON alone (no vocabulary to read)."""
         if self._normalizer is _MISSING:
-            spec = self._owner._facts["backend"]["normalizer"]
+            spec = self._s.facts["backend"]["normalizer"]
             if spec is None:
                 self._normalizer = None
             else:
@@ -193,21 +223,21 @@ class SnapshotBackend:
             key = json.dumps([text, bool(add_special_tokens)], ensure_ascii=False)
 
             def answer(t: str = text) -> list[int]:
-                return [int(i) for i in self._owner._real_backend().encode(t, add_special_tokens=add_special_tokens).ids]
+                return [int(i) for i in self._s.backend().encode(t, add_special_tokens=add_special_tokens).ids]
 
-            out.append(_Encoding(list(self._owner._memo.get("backend_encode", key, answer))))
+            out.append(_Encoding(list(self._s.memo.get("backend_encode", key, answer))))
         return out
 
     encode_batch_fast = encode_batch
 
     def to_str(self, pretty: bool = False) -> str:
         """The tokenizer's JSON (from the tokenizer itself: the snapshot keeps only its digest)."""
-        return str(self._owner._real_backend().to_str(pretty))
+        return str(self._s.backend().to_str(pretty))
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name == "_s":
             raise AttributeError(name)
-        return getattr(self._owner._real_backend(), name)
+        return getattr(self._s.backend(), name)
 
 
 class SnapshotTokenizer:
@@ -215,16 +245,10 @@ class SnapshotTokenizer:
     module doc) and from the tokenizer itself, loaded with transformers,
     for anything the snapshot does not hold."""
 
-    def __init__(self, path: Path, facts: dict[str, Any], memo: dict[str, dict[str, Any]], file: Path | None,
+    def __init__(self, path: Path, facts: dict[str, Any], memo: dict[str, dict[str, Any]], name: str | None,
                  load: Callable[[], Any], real: Any = None) -> None:  # fmt: skip
-        self._path = path
-        self._facts = facts
-        self._memo = _Memo(memo)
-        self._file = file
-        self._load = load
-        self._real = real
-        self._lock = threading.Lock()
-        self._backend = SnapshotBackend(self)
+        self._s = _Shared(path, facts, _Memo(memo), name, load, real)
+        self._backend = SnapshotBackend(self._s)
         _LIVE.add(self)
 
     # -- facts -------------------------------------------------------------
@@ -232,12 +256,12 @@ class SnapshotTokenizer:
     @property
     def snapshot_type(self) -> str:
         """The class of the tokenizer it stands for (`backend.kind`)."""
-        return str(self._facts["type"])
+        return str(self._s.facts["type"])
 
     @property
     def decode_settings(self) -> list[tuple[str, str]]:
         """The settings that change `decode()`, as `backend.decode_settings` reads them."""
-        return [(str(k), str(v)) for k, v in self._facts["settings"]]
+        return [(str(k), str(v)) for k, v in self._s.facts["settings"]]
 
     @property
     def backend_tokenizer(self) -> SnapshotBackend:
@@ -247,97 +271,83 @@ class SnapshotTokenizer:
 
     @property
     def chat_template(self) -> Any:
-        return self._facts["chat_template"]
+        return self._s.facts["chat_template"]
 
     @property
     def special_tokens_map(self) -> dict[str, Any]:
-        return dict(self._facts["special_tokens_map"])
+        return dict(self._s.facts["special_tokens_map"])
 
     @property
     def all_special_ids(self) -> list[int]:
-        return list(self._facts["all_special_ids"])
+        return list(self._s.facts["all_special_ids"])
 
     @property
     def all_special_tokens(self) -> list[str]:
-        return list(self._facts["all_special_tokens"])
+        return list(self._s.facts["all_special_tokens"])
 
     @property
     def added_tokens_decoder(self) -> dict[int, AddedTokenFacts]:
-        return _added(self._facts["added_tokens_decoder"])
+        return _added(self._s.facts["added_tokens_decoder"])
 
     def get_added_vocab(self) -> dict[str, int]:
-        return dict(self._facts["added_vocab"])
+        return dict(self._s.facts["added_vocab"])
 
     def __len__(self) -> int:
-        return int(self._facts["len"])
+        return int(self._s.facts["len"])
 
     # -- answers -------------------------------------------------------------
 
     def encode(self, text: str, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+        real = self._s.tokenizer
         if kwargs or not isinstance(text, str):
-            return self._real_tokenizer().encode(text, add_special_tokens=add_special_tokens, **kwargs)  # type: ignore[no-any-return]
+            return real().encode(text, add_special_tokens=add_special_tokens, **kwargs)  # type: ignore[no-any-return]
         key = json.dumps([text, bool(add_special_tokens)], ensure_ascii=False)
-        ids = self._memo.get("encode", key, lambda: list(self._real_tokenizer().encode(text, add_special_tokens=add_special_tokens)))
-        return list(ids)
+        return list(self._s.memo.get("encode", key, lambda: list(real().encode(text, add_special_tokens=add_special_tokens))))
 
     def decode(self, ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        real = self._s.tokenizer
         as_list = [int(i) for i in ids] if not isinstance(ids, int) else [int(ids)]
         if kwargs or len(as_list) > MEMO_ITEM_LIMIT:
-            return str(self._real_tokenizer().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs))
+            return str(real().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs))
         key = json.dumps([as_list, bool(skip_special_tokens), isinstance(ids, int)])
-        return str(self._memo.get("decode", key, lambda: str(self._real_tokenizer().decode(ids, skip_special_tokens=skip_special_tokens))))
+        return str(self._s.memo.get("decode", key, lambda: str(real().decode(ids, skip_special_tokens=skip_special_tokens))))
 
     def convert_tokens_to_ids(self, tokens: Any) -> Any:
         if isinstance(tokens, str):
-            return self._memo.get("tokens_to_ids", tokens, lambda: self._real_tokenizer().convert_tokens_to_ids(tokens))
+            return self._s.memo.get("tokens_to_ids", tokens, lambda: self._s.tokenizer().convert_tokens_to_ids(tokens))
         return [self.convert_tokens_to_ids(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
         if isinstance(ids, int):
             key = json.dumps([ids, bool(skip_special_tokens)])
-            return self._memo.get("ids_to_tokens", key, lambda: self._real_tokenizer().convert_ids_to_tokens(ids, skip_special_tokens))
+            return self._s.memo.get("ids_to_tokens", key, lambda: self._s.tokenizer().convert_ids_to_tokens(ids, skip_special_tokens))
         return [t for t in (self.convert_ids_to_tokens(int(i), skip_special_tokens) for i in ids) if t is not None]
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name in ("_s", "_backend"):
             raise AttributeError(name)
-        scalars = self.__dict__.get("_facts", {}).get("scalars", {})
+        scalars = self._s.facts.get("scalars", {})
         if name in scalars:
             return scalars[name]
-        return getattr(self._real_tokenizer(), name)
+        return getattr(self._s.tokenizer(), name)
 
     # -- the tokenizer itself, when needed -----------------------------------
 
     @property
     def loaded(self) -> bool:
         """Whether the tokenizer itself was loaded (something the snapshot did not hold was asked)."""
-        return self._real is not None
-
-    def _real_tokenizer(self) -> Any:
-        with self._lock:
-            if self._real is None:
-                self._real = self._load()
-            return self._real
-
-    def _real_backend(self) -> Any:
-        from tito_fast.tokenizer.backend import require_backend
-
-        return require_backend(self._real_tokenizer())
+        return self._s.real is not None
 
     def save(self) -> None:
         """Keep the answers learnt since it was read (nothing when none are new or the cache is off)."""
-        if self._file is None or not self._memo.dirty:
-            return
-        with self._memo.lock:
-            data = {"format": FORMAT, "facts": self._facts, "memo": self._memo.data}
-            self._memo.dirty = False
-        _write(self._file, data)
+        self._s.save()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (str(self._path), self._facts, self._memo.data, None if self._file is None else str(self._file)))
+        s = self._s
+        return (SnapshotTokenizer, (s.path, s.facts, s.memo.data, s.name, s.load))
 
     def __repr__(self) -> str:
-        return f"SnapshotTokenizer({str(self._path)!r}, {self.snapshot_type}, loaded={self.loaded})"
+        return f"SnapshotTokenizer({str(self._s.path)!r}, {self.snapshot_type}, loaded={self.loaded})"
 
 
 _LIVE: weakref.WeakSet[SnapshotTokenizer] = weakref.WeakSet()
@@ -350,27 +360,6 @@ def _save_all() -> None:
             tok.save()
         except Exception:  # a cache that cannot be written: the next run learns the answers again
             pass
-
-
-def _rebuild(path: str, facts: dict[str, Any], memo: dict[str, dict[str, Any]], file: str | None) -> SnapshotTokenizer:
-    from tito_fast.tokenizer.load import load_with_transformers
-
-    return SnapshotTokenizer(Path(path), facts, memo, None if file is None else Path(file), lambda: load_with_transformers(path))
-
-
-def _write(file: Path, data: dict[str, Any]) -> None:
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False)
-            os.replace(tmp, file)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except Exception:  # a read-only or full disk: the next run records again
-        return
 
 
 def facts_of(tokenizer: Any) -> dict[str, Any] | None:
@@ -406,7 +395,7 @@ def facts_of(tokenizer: Any) -> dict[str, Any] | None:
             },
         }
         return dict(json.loads(json.dumps(facts, ensure_ascii=False)))  # as a later run reads it
-    except (AttributeError, TypeError, ValueError):  # a fact that is not plain data
+    except Exception:  # a fact missing or not plain data: no snapshot, the tokenizer itself answers
         return None
 
 
@@ -414,26 +403,25 @@ def load(path: Path, loader: Callable[[], Any]) -> Any:
     """The tokenizer in folder `path`: a `SnapshotTokenizer` from its kept
     snapshot, else the tokenizer `loader()` loads (with transformers),
     behind a new snapshot that is kept for the next run (the tokenizer
-    itself when no snapshot can stand for it, or the cache is off)."""
-    name = folder_key(path)
-    where = cache.directory()
-    file = None if name is None or where is None else where / name
-    if file is not None:
+    itself when no snapshot can stand for it, or the cache is off).
+    `loader` is pickled with the snapshot (a worker loads the tokenizer
+    with it when it must): a module-level function or a `partial` of one."""
+    name = folder_key(path) if cache.directory() is not None else None
+    if name is not None:
+        data = cache.load_json(name)
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-            if data.get("format") == FORMAT:
-                return SnapshotTokenizer(path, data["facts"], data["memo"], file, loader)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or damaged: record it again
+            if isinstance(data, dict) and data.get("format") == FORMAT:
+                return SnapshotTokenizer(path, dict(data["facts"]), dict(data["memo"]), name, loader)
+        except (KeyError, TypeError, ValueError):  # another layout: record it again
             pass
     real = loader()
-    if file is None:
+    if name is None:
         return real
     facts = facts_of(real)
     if facts is None:
         return real
-    tok = SnapshotTokenizer(path, facts, {}, file, loader, real=real)
-    tok._memo.dirty = True
-    tok.save()
+    tok = SnapshotTokenizer(path, facts, {}, name, loader, real=real)
+    cache.store_json(name, {"format": FORMAT, "facts": facts, "memo": {}})
     return tok
 
 
