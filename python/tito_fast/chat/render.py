@@ -288,9 +288,9 @@ def _probe_verdict(
     its variables and the jinja2 it was compared with: a template known by
     its hash is not probed again (compiling it for jinja2 is most of a
     start-up's render setup)."""
-    jinja2 = _deps.jinja2()
     digest = hashlib.sha256(template.encode("utf-8")).hexdigest()
-    name = table_cache.key("probe", digest, json.dumps(variables, sort_keys=True), none_keys, jinja2.__version__)
+    # the key holds the installed jinja2's version (`tokenizer.cache`): read without importing it
+    name = table_cache.key("probe", digest, json.dumps(variables, sort_keys=True), none_keys)
     got = table_cache.load(name)
     if got is not None and "verdict" in got:
         try:
