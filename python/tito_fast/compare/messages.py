@@ -32,7 +32,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,6 +152,23 @@ class MessageBounds:
             else:
                 lo = mid + 1
         return lo - 1
+
+
+def block_messages(block_roles: Sequence[str], message_roles: Sequence[str]) -> list[int] | None:
+    """A guess of the message each rendered block (the role tracker's blocks,
+    in order) starts with, for `MessageBounds.message_at`'s hint: blocks one
+    per message, or one per run of consecutive tool results (templates that
+    put them in one block), with a block of the template's own first (a
+    tools block) when there is one more; None when neither count fits. A
+    guess only orders the search: a wrong one costs renders, never the answer."""
+    for grouped in (False, True):
+        starts = [i for i, r in enumerate(message_roles) if not (grouped and r == "tool" and i > 0 and message_roles[i - 1] == "tool")]
+        extra = len(block_roles) - len(starts)
+        if extra == 0:
+            return starts
+        if extra == 1 and block_roles[0] == "system":
+            return [-1, *starts]
+    return None
 
 
 #: The content of the user message `render_history` renders after a prefix.

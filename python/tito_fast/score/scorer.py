@@ -39,7 +39,7 @@ from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError,
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import SENTINEL, MessageBounds, history_messages, id_offsets
+from tito_fast.compare.messages import SENTINEL, MessageBounds, block_messages, history_messages, id_offsets
 from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -470,6 +470,8 @@ class Scorer:
         roles = sess.roles
         assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
+        # each rendered block's first message, as a guess of where a difference lies (the search's order)
+        guess = block_messages(table.roles, roles) if bounds is not None and table is not None else None
         items: list[ScoredItem] = []
         first: int | None = None
         for it in diag.items:
@@ -480,7 +482,8 @@ class Scorer:
             if bounds is not None:
                 at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
                 at = min(at, max(ee - 1, es), len(expected) - 1)
-                k = bounds[0].message_at(int(bounds[1][at]), hint=it.message_index)  # the rendered block: usually the message
+                hint = guess[it.message_index] if guess is not None and 0 <= it.message_index < len(guess) else it.message_index
+                k = bounds[0].message_at(int(bounds[1][at]), hint=hint)
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
                 turn: int | None = int(assistant_before[k]) if k >= 0 else 0
