@@ -39,6 +39,7 @@ def _dumps(factory: pytest.TempPathFactory, n: int, max_turns: int) -> tuple[Pat
     return pq, jl
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own, on its internal settings
 @pytest.mark.parametrize("impl", ["score_batch", "cli_native_1_thread", "ray_1_worker", "ray_2_workers"])
 def bench_ray(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     n = 120 if full_size else 3
@@ -64,12 +65,13 @@ def bench_ray(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pyte
         import ray
 
         if not ray.is_initialized():
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            # one logical CPU more than the cores: the actors take one each, the Parquet reads need one too
+            ray.init(num_cpus=(os.cpu_count() or 1) + 1, include_dashboard=False, log_to_driver=False)
         k = 1 if impl == "ray_1_worker" else 2
         kwargs = {"tokenizer": "fixture:qwen3", "family": "qwen3"}
 
         def once() -> Any:
-            ds = ray.data.read_parquet(str(pq)).map_batches(
+            ds = ray.data.read_parquet(str(pq)).repartition(4 * k).map_batches(
                 BatchScorer, fn_constructor_kwargs=kwargs, batch_format="pyarrow", concurrency=k, num_cpus=1, batch_size=8
             )
             import pyarrow as pa

@@ -177,19 +177,20 @@ def bench_score_differing(benchmark: Any, full_size: bool, impl: str, tmp_path_f
 
 @pytest.mark.parametrize("share", ["clean", "differing"])
 @pytest.mark.parametrize("fixture", list(agent_dumps.FAMILIES))
-@pytest.mark.parametrize("impl", ["python", "tito_fast_1_thread"])
+@pytest.mark.parametrize("impl", ["python", "tito_fast_1_thread", "tito_fast_2_threads"])
 def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str, share: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Per session after start-up on dumps shaped like agent rollouts
     (`benches.agent_dumps`: 3-150 turns, long varied tool outputs, unicode),
     every session clean or every one differing: the reference pipeline in
-    this process (tokenizer loaded) against `run_score` on one thread (scorer
-    built). The same mismatch lists."""
+    this process (tokenizer loaded) against `run_score` on one thread and on
+    two (the native check's threads; the diagnosis of differing sessions
+    stays on the main thread), the scorer built. The same mismatch lists."""
     n = (120 if fixture == "qwen3" else 60) if full_size else 3
     path = tmp_path_factory.getbasetemp() / f"agents-{fixture}-{n}-{share}.jsonl"
     if not path.exists():
         agent_dumps.write_dump(path, fixture, n, differing=1.0 if share == "differing" else 0.0, max_turns=150 if full_size else 6)
     tito = agent_dumps._tito(fixture)
-    benchmark.group = f"score per session after start-up: {n} agent sessions ({fixture}, {share}, 1 thread)"
+    benchmark.group = f"score per session after start-up: {n} agent sessions ({fixture}, {share})"
     benchmark.extra_info.update(sessions=n, family=tito.family)
     rounds = {"rounds": 1 if impl == "python" else 3, "iterations": 1}
     if impl == "python":
@@ -197,7 +198,8 @@ def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str,
     else:
         scorer = Scorer(tito=tito)
         assert scorer.native is not None, scorer.native_reason
-        run = benchmark.pedantic(lambda: run_score(path, threads=1, scorer=scorer), **rounds)
+        threads = 2 if impl == "tito_fast_2_threads" else 1
+        run = benchmark.pedantic(lambda: run_score(path, threads=threads, scorer=scorer), **rounds)
         lists = [[m.to_dict() for m in r.mismatches] for r in run.results]
     _AGENT_LISTS.setdefault(path, lists)
     assert lists == _AGENT_LISTS[path]

@@ -13,34 +13,28 @@ package's tokenizer type: qwen3, glm47, minimax_m27, or default).
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
 
 
 def main(argv: list[str]) -> int:
     dump, family_file, out = argv
     from miles_tito_tokenizers.tokenizer_type import get_tito_tokenizer
 
+    from benches.reference_score import family, records, write
     from tito_fast.testing import fixtures
 
-    fam: dict[str, Any] = json.loads(open(family_file, encoding="utf-8").read())
+    fam = family(family_file)
     tok = fixtures.load_tokenizer(fam["tokenizer"])
     if fam["chat_template"] is not None:
         tok.chat_template = fam["chat_template"]
     mtt = get_tito_tokenizer(tok, fam["miles_type"], chat_template_kwargs=fam["template_kwargs"], assistant_start_str=fam["assistant_start_str"])
     cmp = mtt.create_comparator()
     lists = []
-    with open(dump, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            text = mtt.render_messages(rec["messages"], add_generation_prompt=False, tools=rec.get("tools"))
-            expected = tok.encode(text, add_special_tokens=False)
-            lists.append([m.to_dict() for m in cmp.compare_sequences(expected, rec["token_ids"])])
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(lists, f)
+    for rec in records(dump):
+        text = mtt.render_messages(rec["messages"], add_generation_prompt=False, tools=rec.get("tools"))
+        expected = tok.encode(text, add_special_tokens=False)
+        lists.append([m.to_dict() for m in cmp.compare_sequences(expected, rec["token_ids"])])
+    write(out, lists)
     return 0
 
 

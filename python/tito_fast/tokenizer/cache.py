@@ -36,6 +36,7 @@ import os
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -198,20 +199,27 @@ def load(name: str) -> dict[str, np.ndarray] | None:
 def store(name: str, arrays: dict[str, np.ndarray]) -> None:
     """Keep `arrays` as `name` (written whole: a reader never sees half a file);
     nothing happens when the cache is off or cannot be written."""
+    _store_whole(name, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
+
+
+def _store_whole(name: str, write: Callable[[Any], None]) -> None:
+    """Write the file `name` of the tables' folder with `write(binary file)`:
+    whole or not at all (a temporary file renamed); nothing happens when the
+    cache is off or cannot be written (the next run builds it again)."""
     try:
         d = directory()
         if d is None:
             return
         d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=Path(name).suffix)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)  # type: ignore[arg-type]
+                write(f)
             os.replace(tmp, d / name)
         except BaseException:
             os.unlink(tmp)
             raise
-    except Exception:  # a read-only or full disk: the next run builds the table again
+    except Exception:  # a read-only or full disk
         return
 
 
@@ -228,21 +236,7 @@ def load_json(name: str) -> Any:
 
 def store_json(name: str, data: Any) -> None:
     """Keep `data` as the JSON document `name` (written whole, as `store`)."""
-    try:
-        d = directory()
-        if d is None:
-            return
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False)
-            os.replace(tmp, d / name)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except Exception:  # a read-only or full disk: the next run records it again
-        return
+    _store_whole(name, lambda f: f.write(json.dumps(data, ensure_ascii=False).encode("utf-8")))
 
 
 def text_array(text: str) -> np.ndarray:

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -77,24 +78,26 @@ def load_with_transformers(spec: str) -> Any:
 
 
 def _fixture_dir(name: str) -> Path:
-    from tito_fast.testing.fixtures import FAMILIES, tokenizer_dir
+    from tito_fast.testing.fixtures import tokenizer_dir
 
-    if name not in FAMILIES:
-        raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(FAMILIES))}")
-    try:
-        return tokenizer_dir(name)
-    except FixtureError as e:
-        raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
+    return _from_fixture(name, tokenizer_dir)  # type: ignore[no-any-return]
 
 
 def _fixture(name: str) -> Any:
     # the pinned files, materialised on first use (a module of this layer: see tests/test_layers.py)
-    from tito_fast.testing.fixtures import FAMILIES, load_tokenizer as load_fixture
+    from tito_fast.testing.fixtures import load_tokenizer as load_fixture
+
+    return _from_fixture(name, load_fixture)
+
+
+def _from_fixture(name: str, get: Callable[[str], Any]) -> Any:
+    """`get(name)` for a known fixture, its errors as `TokenizerLoadError`."""
+    from tito_fast.testing.fixtures import FAMILIES
 
     if name not in FAMILIES:
         raise TokenizerLoadError(f"no tokenizer fixture {name!r}; fixtures: {', '.join(sorted(FAMILIES))}")
     try:
-        return load_fixture(name)
+        return get(name)
     except FixtureError as e:
         raise TokenizerLoadError(f"fixture {name!r}: {e}") from e
 
