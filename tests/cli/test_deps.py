@@ -33,6 +33,8 @@ def _run_without(hidden: list[str], *args: str, tmp: Path) -> tuple[int, str, st
         (folder / f"{name}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{name}'\", name={name!r})\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # a cold cache: a warm one holds the tokenizer's snapshot, and scoring with it needs no transformers
+    env["TITO_FAST_TABLES"] = str(tmp / "tables")
     out = subprocess.run(
         [sys.executable, "-m", "tito_fast", *args], cwd=tmp, capture_output=True, text=True, timeout=300, env=env
     )

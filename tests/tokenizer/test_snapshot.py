@@ -138,3 +138,25 @@ def test_with_the_cache_off_the_tokenizer_itself_is_loaded(monkeypatch: pytest.M
     monkeypatch.setenv("TITO_FAST_TABLES", "off")
     tok = load_tokenizer("fixture:qwen3", snapshot=True)
     assert not isinstance(tok, SnapshotTokenizer) and type(tok).__module__.startswith("transformers.")
+
+
+def test_a_damaged_snapshot_is_recorded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TITO_FAST_TABLES", str(tmp_path / "tables"))
+    folder = fixtures.tokenizer_dir("qwen3")
+    first = load_tokenizer(str(folder), snapshot=True)
+    assert isinstance(first, SnapshotTokenizer) and first.loaded  # recorded from the tokenizer itself
+    name = snapshot.folder_key(folder)
+    assert name is not None
+    for damage in ("{not json", json.dumps({"format": snapshot.FORMAT + 1}), json.dumps({"format": snapshot.FORMAT, "facts": 3})):
+        (tmp_path / "tables" / name).write_text(damage, encoding="utf-8")
+        tok = load_tokenizer(str(folder), snapshot=True)
+        assert isinstance(tok, SnapshotTokenizer) and tok.chat_template == first.chat_template
+    assert json.loads((tmp_path / "tables" / name).read_text(encoding="utf-8"))["format"] == snapshot.FORMAT
+
+
+def test_an_unwritable_cache_still_loads_the_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")
+    monkeypatch.setenv("TITO_FAST_TABLES", str(blocked / "tables"))  # a folder under a file: never writable
+    tok = load_tokenizer("fixture:qwen3", snapshot=True)
+    assert tok.convert_tokens_to_ids("<|im_end|>") == 151645 and len(tok) == len(fixtures.load_tokenizer("qwen3"))

@@ -63,7 +63,7 @@ from tito_fast.errors import (
     TurnNotProducibleError,
 )
 from tito_fast.tokenizer import cache as table_cache
-from tito_fast.tokenizer.backend import backend_of, kind, single_id, special_ids
+from tito_fast.tokenizer.backend import backend_of, decode_settings, kind, single_id, special_ids
 from tito_fast.tokenizer.encoder import FastEncoder
 
 DUMMY_SYSTEM = {"role": "system", "content": "dummy system"}
@@ -364,13 +364,16 @@ class TitoTokenizer:
                 return dict(o)
             raise TypeError(type(o).__name__)
 
+        if not isinstance(self.matcher, str):
+            return None  # a matcher given as a function: nothing to key its verdict by
         try:
             config = json.dumps(dataclasses.asdict(self.config), sort_keys=True, default=plain)
-            kwargs = json.dumps(self.chat_template_kwargs, sort_keys=True, default=plain)
+            variables = json.dumps(self.template_variables, sort_keys=True, default=plain)  # kwargs and special tokens
         except (TypeError, ValueError):
             return None
-        what = (hashlib.sha256(template.encode("utf-8")).hexdigest(), config, kwargs, sorted(self.allowed_append_roles),
-                self.tool_policy, self.backend, kind(self.tokenizer), sorted(special_ids(self.tokenizer)))  # fmt: skip
+        what = (hashlib.sha256(template.encode("utf-8")).hexdigest(), config, variables, sorted(self.allowed_append_roles),
+                self.tool_policy, self.backend, self.matcher, kind(self.tokenizer), decode_settings(self.tokenizer),
+                sorted(special_ids(self.tokenizer)))  # fmt: skip
         return table_cache.key("replay", digest, *what)
 
     def _replay(self, template: str) -> tuple[int | None, str] | None:

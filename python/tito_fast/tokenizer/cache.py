@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 import threading
 import weakref
@@ -138,6 +139,9 @@ def versions(packages: tuple[str, ...]) -> tuple[str | None, ...]:
 
 
 def _version(package: str) -> str | None:
+    imported = getattr(sys.modules.get(package), "__version__", None)
+    if isinstance(imported, str):
+        return imported  # the one in use (a PYTHONPATH copy may shadow the installed one)
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -165,7 +169,8 @@ def _version(package: str) -> str | None:
 def _files() -> tuple[Any, ...]:
     here = Path(__file__).resolve().parent.parent
     files = [here / "tokenizer" / "vocab.py", here / "tokenizer" / "encoder.py", here / "chat" / "render.py", here / "chat" / "canned.py",
-             here / "tokenizer" / "snapshot.py", here / "chat" / "families.py"]
+             here / "tokenizer" / "snapshot.py", here / "chat" / "families.py",
+             here / "chat" / "messages.py", here / "chat" / "tools.py"]
     files += sorted(here.glob("_core*.so")) + sorted(here.glob("_core*.pyd"))
     stamps: list[tuple[str, int | None, int | None]] = []
     for f in files:
@@ -202,12 +207,13 @@ def store(name: str, arrays: dict[str, np.ndarray]) -> None:
     _store_whole(name, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
 
 
-def _store_whole(name: str, write: Callable[[Any], None]) -> None:
-    """Write the file `name` of the tables' folder with `write(binary file)`:
-    whole or not at all (a temporary file renamed); nothing happens when the
-    cache is off or cannot be written (the next run builds it again)."""
+def _store_whole(name: str, write: Callable[[Any], None], *, where: Path | None = None) -> None:
+    """Write the file `name` of the tables' folder (or of `where`) with
+    `write(binary file)`: whole or not at all (a temporary file renamed);
+    nothing happens when the cache is off or cannot be written (the next run
+    builds it again)."""
     try:
-        d = directory()
+        d = where if where is not None else directory()
         if d is None:
             return
         d.mkdir(parents=True, exist_ok=True)
@@ -236,7 +242,12 @@ def load_json(name: str) -> Any:
 
 def store_json(name: str, data: Any) -> None:
     """Keep `data` as the JSON document `name` (written whole, as `store`)."""
-    _store_whole(name, lambda f: f.write(json.dumps(data, ensure_ascii=False).encode("utf-8")))
+    store_text(name, json.dumps(data, ensure_ascii=False))
+
+
+def store_text(name: str, text: str, *, where: Path | None = None) -> None:
+    """Keep `text` (UTF-8) as the file `name` of the tables' folder, or of `where` (written whole, as `store`)."""
+    _store_whole(name, lambda f: f.write(text.encode("utf-8")), where=where)
 
 
 def text_array(text: str) -> np.ndarray:

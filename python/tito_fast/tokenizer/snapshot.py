@@ -50,7 +50,7 @@ MEMO_ITEM_LIMIT = 512
 
 #: Plain attributes kept as the tokenizer has them (when it has them).
 SCALARS = (
-    "name_or_path", "split_special_tokens", "eos_token", "eos_token_id", "bos_token", "bos_token_id", "pad_token",
+    "split_special_tokens", "eos_token", "eos_token_id", "bos_token", "bos_token_id", "pad_token",
     "pad_token_id", "unk_token", "unk_token_id", "padding_side", "truncation_side", "model_max_length",
 )  # fmt: skip
 _MISSING = object()
@@ -105,11 +105,9 @@ class _Memo:
 
     def __init__(self, data: dict[str, dict[str, Any]]) -> None:
         self.data = data
+        self.count = sum(len(v) for v in data.values())
         self.dirty = False
         self.lock = threading.Lock()
-
-    def size(self) -> int:
-        return sum(len(v) for v in self.data.values())
 
     def get(self, kind: str, key: str, answer: Callable[[], Any]) -> Any:
         with self.lock:
@@ -117,11 +115,19 @@ class _Memo:
         if got is not _MISSING:
             return got
         value = answer()
-        if len(key) <= MEMO_ITEM_LIMIT * 8 and self.size() < MEMO_LIMIT and _jsonable(value):
+        if len(key) <= MEMO_ITEM_LIMIT and _jsonable(value):
             with self.lock:
-                self.data.setdefault(kind, {})[key] = value
-                self.dirty = True
+                if self.count < MEMO_LIMIT and key not in self.data.get(kind, {}):
+                    self.data.setdefault(kind, {})[key] = value
+                    self.count += 1
+                    self.dirty = True
         return value
+
+    def dump(self) -> str:
+        """The answers as JSON text (made under the lock: other threads may be adding)."""
+        with self.lock:
+            self.dirty = False
+            return json.dumps(self.data, ensure_ascii=False)
 
 
 class _Shared:
@@ -132,6 +138,7 @@ class _Shared:
     def __init__(self, path: Path, facts: dict[str, Any], memo: _Memo, name: str | None, load: Callable[[], Any], real: Any) -> None:
         self.path, self.facts, self.memo, self.name, self.load, self.real = path, facts, memo, name, load, real
         self.lock = threading.Lock()
+        self.where = cache.directory()  # where it was read: saved there, whatever the environment says at exit
 
     def tokenizer(self) -> Any:
         """The tokenizer itself (loaded with transformers on first use)."""
@@ -147,12 +154,11 @@ class _Shared:
         return require_backend(self.tokenizer())
 
     def save(self) -> None:
-        if self.name is None or not self.memo.dirty:
+        if self.name is None or self.where is None or not self.memo.dirty:
             return
-        with self.memo.lock:
-            data = {"format": FORMAT, "facts": self.facts, "memo": self.memo.data}
-            self.memo.dirty = False
-        cache.store_json(self.name, data)
+        facts = json.dumps(self.facts, ensure_ascii=False)
+        text = f'{{"format": {FORMAT}, "facts": {facts}, "memo": {self.memo.dump()}}}'
+        cache.store_text(self.name, text, where=self.where)
 
 
 class _Encoding:
@@ -211,7 +217,10 @@ class SnapshotBackend:
                     "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                               "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": {}, "merges": []},
                 }  # fmt: skip
-                self._normalizer = _deps.tokenizers().Tokenizer.from_str(json.dumps(minimal)).normalizer
+                try:
+                    self._normalizer = _deps.tokenizers().Tokenizer.from_str(json.dumps(minimal)).normalizer
+                except Exception:  # a normalizer this tokenizers cannot build alone: the tokenizer's own
+                    self._normalizer = self._s.backend().normalizer
         return self._normalizer
 
     def encode(self, text: str, add_special_tokens: bool = True) -> _Encoding:
@@ -306,22 +315,38 @@ class SnapshotTokenizer:
 
     def decode(self, ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
         real = self._s.tokenizer
-        as_list = [int(i) for i in ids] if not isinstance(ids, int) else [int(ids)]
-        if kwargs or len(as_list) > MEMO_ITEM_LIMIT:
+        try:
+            as_list = [int(ids)] if isinstance(ids, int) else [int(i) for i in ids]
+        except (TypeError, ValueError):  # not ids as the snapshot keeps them: the tokenizer says what it makes of them
+            as_list = None
+        if kwargs or as_list is None or len(as_list) > MEMO_ITEM_LIMIT:
             return str(real().decode(ids, skip_special_tokens=skip_special_tokens, **kwargs))
         key = json.dumps([as_list, bool(skip_special_tokens), isinstance(ids, int)])
         return str(self._s.memo.get("decode", key, lambda: str(real().decode(ids, skip_special_tokens=skip_special_tokens))))
 
     def convert_tokens_to_ids(self, tokens: Any) -> Any:
+        real = self._s.tokenizer
         if isinstance(tokens, str):
-            return self._s.memo.get("tokens_to_ids", tokens, lambda: self._s.tokenizer().convert_tokens_to_ids(tokens))
-        return [self.convert_tokens_to_ids(t) for t in tokens]
+            return self._s.memo.get("tokens_to_ids", tokens, lambda: real().convert_tokens_to_ids(tokens))
+        if isinstance(tokens, (list, tuple)) and all(isinstance(t, str) for t in tokens):
+            return self._s.memo.get("tokens_to_ids_list", json.dumps(list(tokens), ensure_ascii=False), lambda: real().convert_tokens_to_ids(tokens))
+        return real().convert_tokens_to_ids(tokens)
 
     def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
+        real = self._s.tokenizer
         if isinstance(ids, int):
             key = json.dumps([ids, bool(skip_special_tokens)])
-            return self._s.memo.get("ids_to_tokens", key, lambda: self._s.tokenizer().convert_ids_to_tokens(ids, skip_special_tokens))
-        return [t for t in (self.convert_ids_to_tokens(int(i), skip_special_tokens) for i in ids) if t is not None]
+            return self._s.memo.get("ids_to_tokens", key, lambda: real().convert_ids_to_tokens(ids, skip_special_tokens))
+        try:
+            key = json.dumps([[int(i) for i in ids], bool(skip_special_tokens)])
+        except (TypeError, ValueError):
+            return real().convert_ids_to_tokens(ids, skip_special_tokens)
+        return self._s.memo.get("ids_to_tokens_list", key, lambda: real().convert_ids_to_tokens(ids, skip_special_tokens))
+
+    @property
+    def name_or_path(self) -> str:
+        """The folder as this run named it (what transformers reports for a folder it loaded)."""
+        return str(self._s.path)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_s", "_backend"):
