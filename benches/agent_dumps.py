@@ -152,7 +152,7 @@ def _edit(rng: random.Random, text: str, msgs: list[dict[str, Any]], start: int)
 
 def records(fixture: str, sessions: int, *, differing: float = 0.75, max_turns: int = 150, seed: int = 0) -> list[dict[str, Any]]:
     """`sessions` records of the family's agent sessions (see the module doc)."""
-    tito = _tito(fixture)
+    tito = tito_for(fixture)
     rng = random.Random(seed)
     out = []
     for i in range(sessions):
@@ -175,10 +175,10 @@ def write_dump(path: Path, fixture: str, sessions: int, **kw: Any) -> Path:
     return path
 
 
-_TITO: dict[str, TitoTokenizer] = {}
+TITOS: dict[str, TitoTokenizer] = {}
 
 
-def _tito(fixture: str) -> TitoTokenizer:
-    if fixture not in _TITO:
-        _TITO[fixture] = get_tito_tokenizer(fixtures.load_tokenizer(fixture), FAMILIES[fixture])
-    return _TITO[fixture]
+def tito_for(fixture: str) -> TitoTokenizer:
+    if fixture not in TITOS:
+        TITOS[fixture] = get_tito_tokenizer(fixtures.load_tokenizer(fixture), FAMILIES[fixture])
+    return TITOS[fixture]

@@ -126,7 +126,7 @@ def bench_command_families(benchmark: Any, full_size: bool, impl: str, fixture: 
     family = agent_dumps.FAMILIES[fixture]
     if impl in ("python", "miles_tito_tokenizers"):
         module = "benches.reference_score" if impl == "python" else "benches.mtt_score"
-        cmd = [sys.executable, "-m", module, str(dump), str(_constants(d, fixture, agent_dumps._tito(fixture), _MILES_TYPE[fixture])), str(out)]
+        cmd = [sys.executable, "-m", module, str(dump), str(_constants(d, fixture, agent_dumps.tito_for(fixture), _MILES_TYPE[fixture])), str(out)]
     else:
         cmd = [sys.executable, "-m", "tito_fast", "score", str(dump), "--tokenizer", f"fixture:{fixture}", "--family", family, "--json", str(out)]
         env["TITO_FAST_TABLES"] = str(tmp_path_factory.getbasetemp() / f"tables-{fixture}")

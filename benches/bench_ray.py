@@ -47,7 +47,7 @@ def bench_ray(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pyte
     benchmark.group = f"Ray Data path: score {n} Qwen3 agent sessions (Parquet)"
     benchmark.extra_info["sessions"] = n
     rounds = {"rounds": 3 if full_size else 1, "iterations": 1}
-    tito = agent_dumps._tito("qwen3")
+    tito = agent_dumps.tito_for("qwen3")
     if impl == "score_batch":
         import pyarrow.parquet as pq_
 

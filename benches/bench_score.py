@@ -189,7 +189,7 @@ def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str,
     path = tmp_path_factory.getbasetemp() / f"agents-{fixture}-{n}-{share}.jsonl"
     if not path.exists():
         agent_dumps.write_dump(path, fixture, n, differing=1.0 if share == "differing" else 0.0, max_turns=150 if full_size else 6)
-    tito = agent_dumps._tito(fixture)
+    tito = agent_dumps.tito_for(fixture)
     benchmark.group = f"score per session after start-up: {n} agent sessions ({fixture}, {share})"
     benchmark.extra_info.update(sessions=n, family=tito.family)
     rounds = {"rounds": 1 if impl == "python" else 3, "iterations": 1}

@@ -355,8 +355,9 @@ class TitoTokenizer:
         """The name of `_replay_check`'s kept verdict for `template`, or None when the tokenizer's digest is not at hand."""
         backend = backend_of(self.tokenizer)
         digest = table_cache.known_digest(backend) if backend is not None else None
-        if digest is None:
-            return None
+        if digest is None or not isinstance(self.matcher, str):
+            return None  # no digest at hand, or a matcher given as a function: nothing to key the verdict by
+
         def plain(o: Any) -> Any:  # sets in order: their repr changes with the interpreter's hash seed
             if isinstance(o, (set, frozenset)):
                 return sorted(o, key=repr)
@@ -364,8 +365,6 @@ class TitoTokenizer:
                 return dict(o)
             raise TypeError(type(o).__name__)
 
-        if not isinstance(self.matcher, str):
-            return None  # a matcher given as a function: nothing to key its verdict by
         try:
             config = json.dumps(dataclasses.asdict(self.config), sort_keys=True, default=plain)
             variables = json.dumps(self.template_variables, sort_keys=True, default=plain)  # kwargs and special tokens

@@ -76,27 +76,21 @@ def _state(backend: Any) -> tuple[Any, ...]:
     return (repr(sorted((i, repr(t)) for i, t in added.items())), repr(backend.truncation), repr(backend.padding))
 
 
-def digest(backend: Any) -> str:
-    """The SHA-256 of the tokenizer's JSON (`backend.to_str()`), made once per
-    backend object while its added tokens, truncation and padding stay as they
-    were (the byte table and the encoder both key on it); a snapshot's backend
-    (`tokenizer.snapshot`) holds the one made when it was recorded."""
-    known = getattr(backend, "known_digest", None)
-    if isinstance(known, str):
-        return known
+def digest(backend: Any, *, text: str | None = None) -> str:
+    """The SHA-256 of the tokenizer's JSON (`backend.to_str()`, or `text` when
+    the caller has it already), made once per backend object while its added
+    tokens, truncation and padding stay as they were (the byte table and the
+    encoder both key on it); a snapshot's backend (`tokenizer.snapshot`)
+    holds the one made when it was recorded."""
+    got = known_digest(backend)
+    if got is not None:
+        return got
     state = _state(backend)
-    with _LOCK:
-        try:
-            got = _DIGESTS.get(backend)
-        except TypeError:  # not weak-referenceable
-            got = None
-        if got is not None and got[0] == state:
-            return got[1]
-    h = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
+    h = hashlib.sha256((text if text is not None else backend.to_str()).encode("utf-8")).hexdigest()
     with _LOCK:
         try:
             _DIGESTS[backend] = (state, h)
-        except TypeError:
+        except TypeError:  # not weak-referenceable
             pass
     return h
 
@@ -110,7 +104,7 @@ def known_digest(backend: Any) -> str | None:
     with _LOCK:
         try:
             got = _DIGESTS.get(backend)
-        except TypeError:
+        except TypeError:  # not weak-referenceable
             return None
     return got[1] if got is not None and got[0] == _state(backend) else None
 

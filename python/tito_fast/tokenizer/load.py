@@ -80,7 +80,7 @@ def load_with_transformers(spec: str) -> Any:
 def _fixture_dir(name: str) -> Path:
     from tito_fast.testing.fixtures import tokenizer_dir
 
-    return _from_fixture(name, tokenizer_dir)  # type: ignore[no-any-return]
+    return Path(_from_fixture(name, tokenizer_dir))
 
 
 def _fixture(name: str) -> Any:

@@ -391,7 +391,7 @@ def facts_of(tokenizer: Any) -> dict[str, Any] | None:
     """What a snapshot holds of a transformers tokenizer, or None when it
     cannot stand for it (not a fast tokenizer, one that truncates or pads,
     or a fact that is not plain data)."""
-    from tito_fast.tokenizer.backend import backend_of, decode_settings
+    from tito_fast.tokenizer.backend import backend_of, decode_settings, kind
 
     backend = backend_of(tokenizer)
     if backend is None or not hasattr(backend, "to_str") or backend.truncation is not None or backend.padding is not None:
@@ -400,7 +400,7 @@ def facts_of(tokenizer: Any) -> dict[str, Any] | None:
     spec = json.loads(text)
     try:
         facts: dict[str, Any] = {
-            "type": type(tokenizer).__qualname__,
+            "type": kind(tokenizer),
             "settings": [list(x) for x in decode_settings(tokenizer)],
             "chat_template": getattr(tokenizer, "chat_template", None),
             "special_tokens_map": dict(getattr(tokenizer, "special_tokens_map", {}) or {}),
@@ -411,7 +411,7 @@ def facts_of(tokenizer: Any) -> dict[str, Any] | None:
             "len": len(tokenizer),
             "scalars": {k: v for k in SCALARS if (v := getattr(tokenizer, k, _MISSING)) is not _MISSING and _jsonable(v)},
             "backend": {
-                "digest": cache.digest(backend),
+                "digest": cache.digest(backend, text=text),  # the JSON read once
                 "vocab_size": int(backend.get_vocab_size(with_added_tokens=False)),
                 "vocab_size_added": int(backend.get_vocab_size(with_added_tokens=True)),
                 "encode_special_tokens": bool(getattr(backend, "encode_special_tokens", False)),
