@@ -12,7 +12,9 @@ session's full render as the family renders it (`tito.encode` of
 result, an assistant answer, its reasoning or the whitespace of a turn,
 as engines and harnesses drift. The edit is found again in the text by
 its message's own words, so it lands in that message whatever the
-template.
+template. The edits draw from their own generator, so dumps of one seed
+hold the same sessions whatever the share that differs (clean and
+differing costs compare like with like).
 
 Example:
     >>> path = write_dump(tmp / "qwen3.jsonl", "qwen3", sessions=3)  # doctest: +SKIP
@@ -159,8 +161,10 @@ def records(fixture: str, sessions: int, *, differing: float = 0.75, max_turns: 
         turns = max(3, min(max_turns, int(3 * math.exp(rng.random() * math.log(50)))))
         msgs = session(rng, turns, 1 if fixture == "llama31" else 3)  # Llama 3.1's template takes one call a turn
         text = tito.apply_chat_template(msgs, add_generation_prompt=False, tools=TOOLS)
-        if rng.random() < differing:
-            edited = _edit(rng, text, msgs, text.find(msgs[1]["content"][:20]))
+        # the drift draws from its own generator: dumps of any share hold the same sessions
+        drift = random.Random(f"{seed}-{i}")
+        if drift.random() < differing:
+            edited = _edit(drift, text, msgs, text.find(msgs[1]["content"][:20]))
             text = edited if edited is not None else text
         ids = tito.encode(text)
         while ids and ids[-1] in tito.trailing_token_ids:

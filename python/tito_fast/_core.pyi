@@ -29,6 +29,10 @@ __all__ = [
     "__version__",
     "build_profile",
     "DETACH_MIN",
+    "ROLES",
+    "ROLE_ALIASES",
+    "ROLE_PROBE_IDS",
+    "RoleMarkers",
     "VERDICT_UNKNOWN",
     "VERDICT_SAME_TEXT",
     "VERDICT_SPECIAL_TYPE",
@@ -62,6 +66,12 @@ build_profile: Final[str]
 """`"release"` or `"debug"`: how the extension was compiled."""
 DETACH_MIN: Final[int]
 """Inputs of at least this many ids are processed with the GIL released."""
+ROLES: Final[tuple[str, ...]]
+"""The roles a role table names; any other name reads "unknown"."""
+ROLE_ALIASES: Final[dict[str, str]]
+"""Other names of the roles (`"model"` -> `"assistant"`)."""
+ROLE_PROBE_IDS: Final[int]
+"""Ids decoded after a named marker to read the role name."""
 
 
 #: A dump record as the one reader gives it: ("ok", session_id | None, family | None,
@@ -448,6 +458,28 @@ class Alignment:
     def actual_special(self) -> npt.NDArray[np.bool_]: ...
     @property
     def texts(self) -> list[tuple[bytes, bytes] | None]: ...
+
+@final
+class RoleMarkers:
+    """A chat format's message markers by token id, and the role table of an
+    id sequence (the rule `tito_fast.compare.roles.RoleTracker` applies).
+
+    Example:
+        >>> import tito_fast
+        >>> m = tito_fast._core.RoleMarkers({}, {1: 3}, {})  # 1 opens a block, its role name ends at id 3
+        >>> starts, roles = m.table([1, 7, 3, 5], lambda ids: "user" if ids == [7] else "?")
+        >>> starts.tolist(), roles
+        ([0], ['user'])
+    """
+
+    def __new__(cls, fixed: dict[int, str], named: dict[int, int | str], inner: dict[int, str]) -> Self: ...
+    def table(
+        self, ids: _TokenIds, decode: Any, segmenter: Segmenter | None = None
+    ) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """`(starts, roles)`: where each message of `ids` starts and its role;
+        role names come from `segmenter`'s byte table, else from
+        `decode(list_of_ids) -> str` (the tokenizer's decode)."""
+        ...
 
 @final
 class Segmenter:

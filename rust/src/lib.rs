@@ -15,6 +15,8 @@
 //! - [`added`], [`pretok`], [`bpe`], [`encoder`]: an exact encoder for
 //!   byte-level BPE tokenizers with GPT-4 style pre-tokenizer patterns, and
 //!   the added-token split it shares with the score job.
+//! - [`roles`]: messages and their roles in an id sequence, from a chat
+//!   format's message markers.
 //! - [`template`]: the native chat-template renderer (Jinja on minijinja,
 //!   rendering as transformers' jinja2 setup does).
 
@@ -31,6 +33,7 @@ pub mod merge;
 pub mod prefix;
 pub mod pretok;
 pub mod record;
+pub mod roles;
 pub mod segment;
 pub mod template;
 pub mod vocab;

@@ -135,7 +135,7 @@ class TokenSeqComparator:
     def role_tracker(self) -> RoleTracker:
         """How messages and roles are found in this tokenizer's ids (built on first use)."""
         if self._tracker is None:
-            self._tracker = RoleTracker(self.tokenizer, self._role_scheme, decode=self.decode)
+            self._tracker = RoleTracker(self.tokenizer, self._role_scheme, decode=self.decode, segmenter=self._segmenter)
         return self._tracker
 
     @property

@@ -358,7 +358,10 @@ def _vocabulary_warnings(cmp: Aligner, sides: dict[str, Any]) -> list[str]:
     size = cmp.vocab.size if cmp.vocab is not None else len(cmp.tokenizer)
     out = []
     for name, ids in sides.items():
-        arr = np.asarray(ids, dtype=np.int64)
+        arr = np.asarray(ids)
+        if not len(arr) or int(arr.max()) < size:
+            continue
+        arr = arr.astype(np.int64, copy=False)
         bad = np.flatnonzero(arr >= size)
         if len(bad):
             out.append(

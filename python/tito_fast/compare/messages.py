@@ -143,10 +143,17 @@ class MessageBounds:
         lo, hi = 0, self.n  # the smallest k with prefix_len(k) > byte: message k-1
         if byte >= self.prefix_len(hi):
             return self.n - 1
-        guesses = [] if hint is None else [hint + 1, hint, hint + 2, hint - 1]
+        guesses = [] if hint is None else [hint + 1, hint, hint + 2, hint + 3, hint - 1]
+        step = 2  # past the guesses, the search widens from the hint before it halves
         while lo < hi:
-            mid = next((g for g in guesses if lo <= g < hi), (lo + hi) // 2)
-            guesses = [g for g in guesses if g != mid]
+            mid = next((g for g in guesses if lo <= g < hi), None)
+            if mid is not None:
+                guesses.remove(mid)
+            elif hint is not None and hi - lo > 2 * step and (lo > hint + 1 or hi <= hint):
+                mid = lo + step if lo > hint + 1 else hi - step  # the answer is near the hint: gallop away from it
+                step *= 2
+            else:
+                mid = (lo + hi) // 2
             if self.prefix_len(mid) > byte:
                 hi = mid
             else:
@@ -237,10 +244,10 @@ def id_offsets(vocab: Vocab | None, ids: np.ndarray, text_len: int) -> np.ndarra
         return None
     if int(ids.max()) >= vocab.size:  # a captured id outside the vocabulary has no bytes
         return None
-    ends = np.cumsum(vocab.lengths[ids])
-    if int(ends[-1]) != text_len:
-        return None
-    return np.concatenate([[0], ends])
+    out = np.empty(len(ids) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(vocab.lengths[ids], out=out[1:])
+    return out if int(out[-1]) == text_len else None
 
 
 def message_starts(

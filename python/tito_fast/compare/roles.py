@@ -19,12 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from tito_fast import _core
+from tito_fast._core import RoleMarkers, Segmenter
 from tito_fast.tokenizer.backend import token_id
 
-ROLES = ("system", "user", "assistant", "tool")
-ALIASES = {"ai": "assistant", "model": "assistant", "observation": "tool", "ipython": "tool", "function": "tool"}
-#: Ids decoded after a marker to read the role name.
-ROLE_PROBE_IDS = 8
+#: The roles a table names (any other name reads "unknown"), other names of
+#: them, and the ids decoded after a marker to read a name: the rule is
+#: `_core.RoleMarkers`'s (Rust, its one owner).
+ROLES: tuple[str, ...] = _core.ROLES
+ALIASES: dict[str, str] = _core.ROLE_ALIASES
+ROLE_PROBE_IDS: int = _core.ROLE_PROBE_IDS
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,6 @@ SCHEMES = [
 ]
 
 
-def _normalise_role(text: str) -> str:
-    role = text.strip().lower()
-    role = ALIASES.get(role, role)
-    return role if role in ROLES else "unknown"
-
-
 @dataclass
 class MessageTable:
     """Where each message starts in one id sequence, and its role."""
@@ -101,13 +99,14 @@ class MessageTable:
 class RoleTracker:
     """Finds messages and roles in id sequences of one tokenizer and scheme."""
 
-    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None, decode: Any = None) -> None:
+    def __init__(self, tokenizer: Any, scheme: RoleScheme | None = None, decode: Any = None, segmenter: Segmenter | None = None) -> None:
+        """`decode(ids) -> str`: the comparator's (byte table first), else the
+        tokenizer's; `segmenter`: a `Segmenter` whose byte table reads role
+        names without calling `decode`."""
         self.tokenizer = tokenizer
         self.scheme = scheme if scheme is not None else self.detect(tokenizer)
-        # `decode(ids) -> str`: the comparator's (byte table first) when given.
         self._decode = decode if decode is not None else (lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False)))
-        self._roles: dict[tuple[int, ...], str] = {}  # (marker, role ids...) -> role
-        self._headers: dict[tuple[Any, ...], bool] = {}  # (role, a block's short header ids...) -> only a header
+        self._segmenter = segmenter
         self.fixed: dict[int, str] = {}
         self.named: dict[int, str | int] = {}
         self.inner: dict[int, str] = {}
@@ -123,6 +122,8 @@ class RoleTracker:
                     term_id = token_id(tokenizer, term) if len(term) > 1 else None
                     self.named[tid] = term_id if term_id is not None else term
         self.markers = np.array(sorted(self.fixed) + sorted(self.named) + sorted(self.inner), dtype=np.int64)
+        #: the table's rule, in Rust (`_core.RoleMarkers`, its one owner)
+        self._core = RoleMarkers(self.fixed, self.named, self.inner)
         self._openers: list[bytes] | None = None
 
     @property
@@ -143,81 +144,17 @@ class RoleTracker:
         return None
 
     def table(self, ids: Any) -> MessageTable:
-        arr = np.asarray(ids, dtype=np.int64)
-        found = np.flatnonzero(np.isin(arr, self.markers)) if len(self.markers) else np.zeros(0, dtype=np.int64)
-        starts: list[int] = []
-        roles: list[str] = []
-        if not len(found):
-            return MessageTable(np.asarray(starts, dtype=np.int64), roles)
-        # every marker's id and the ids after it, read in one gather (not a slice per marker)
-        n = len(arr)
-        at = found[:, None] + 1 + np.arange(ROLE_PROBE_IDS)
-        probes = arr[np.minimum(at, n - 1)].tolist()
-        positions = found.tolist()
-        inner, fixed, named, known = self.inner, self.fixed, self.named, self._roles
-        last, last_probe = -1, probes[0]  # the marker of the last block started, and the ids after it
-        for p, marker, probe in zip(positions, arr[found].tolist(), probes):
-            if p + 1 + ROLE_PROBE_IDS > n:
-                probe = probe[: n - p - 1]  # the ids left before the end
-            if marker in inner:
-                role = inner[marker]
-                if starts and last not in inner:
-                    s0 = starts[-1] + 1
-                    header = last_probe[: p - s0] if p - s0 <= ROLE_PROBE_IDS else arr[s0:p].tolist()
-                    if self._holds_only_header(header, roles[-1]):
-                        roles[-1] = role  # the block holds nothing but this message
-                        continue
-                starts.append(p)
-                roles.append(role)
-                last, last_probe = marker, probe
-                continue
-            starts.append(p)
-            last, last_probe = marker, probe
-            if marker in fixed:
-                roles.append(fixed[marker])
-                continue
-            term = named[marker]
-            if isinstance(term, int):
-                if term in probe:
-                    probe = probe[: probe.index(term)]
-                key = (marker, *probe)
-                cached = known.get(key)
-                if cached is None:
-                    cached = known[key] = _normalise_role(self._decode(probe))
-                roles.append(cached)
-            else:
-                # most role names and their terminator are one or two ids
-                cached = known.get((marker, *probe[:2])) if len(probe) > 1 else None
-                if cached is None:
-                    cached = known.get((marker, probe[0])) if probe else None
-                roles.append(cached if cached is not None else self._named_role(marker, probe, term))
-        return MessageTable(np.asarray(starts, dtype=np.int64), roles)
+        """Where each message of `ids` starts, and its role: a marker that
+        fixes the role starts a message of it; a named marker's role is the
+        text of the ids after it up to its terminator (at most
+        `ROLE_PROBE_IDS` ids), stripped, lower-cased, aliases resolved
+        (`ALIASES`; a name outside `ROLES` is "unknown"); an inner marker
+        starts a message of its role, or names the block it sits in when that
+        block holds nothing but its header before it.
 
-    def _holds_only_header(self, ids: list[int], role: str) -> bool:
-        """Whether `ids` (a block's ids after its marker) are nothing but the
-        header of a block of `role` (its name, or an alias); cached by the
-        role and ids for short headers."""
-        key = (role, *ids) if len(ids) <= ROLE_PROBE_IDS else None
-        got = self._headers.get(key) if key is not None else None
-        if got is None:
-            header = self._decode(ids).strip().lower()
-            got = header in ("", role, *(k for k, v in ALIASES.items() if v == role))
-            if key is not None:
-                self._headers[key] = got
-        return got
-
-    def _named_role(self, marker: int, probe: list[int], term: str) -> str:
-        """The role a marker names before the text `term` (decoded from
-        `probe`, the ids after the marker), cached by the marker and the ids
-        up to the first one whose text holds `term`: the role name's few ids
-        repeat, the message text after them does not."""
-        for k in range(1, len(probe) + 1):
-            cached = self._roles.get((marker, *probe[:k]))
-            if cached is not None:
-                return cached
-        for k in range(1, len(probe) + 1):
-            text = self._decode(probe[:k])
-            if term in text:  # the text before it is the full decode's too (a prefix's bytes)
-                role = self._roles[(marker, *probe[:k])] = _normalise_role(text.split(term, 1)[0])
-                return role
-        return _normalise_role(self._decode(probe).split(term, 1)[0])
+        Example:
+            >>> RoleTracker(tok).table(ids).roles  # doctest: +SKIP
+            ['system', 'user', 'assistant']
+        """
+        starts, roles = self._core.table(ids, self._decode, self._segmenter)
+        return MessageTable(starts, roles)

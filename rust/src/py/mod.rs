@@ -14,6 +14,7 @@ mod errors;
 mod input;
 mod kernels;
 mod record;
+mod roles;
 mod segment;
 mod template;
 
@@ -62,6 +63,8 @@ mod _core {
     #[pymodule_export]
     use super::record::read_dump_row;
     #[pymodule_export]
+    use super::roles::RoleMarkers;
+    #[pymodule_export]
     use super::segment::PyAlignment;
     #[pymodule_export]
     use super::segment::Segmenter;
@@ -86,6 +89,10 @@ mod _core {
         // "release" or "debug": benchmarks refuse to time a debug build.
         m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
         m.add("DETACH_MIN", super::DETACH_MIN)?;
+        // The role table's names, named once (in crate::roles).
+        m.add("ROLES", pyo3::types::PyTuple::new(py, crate::roles::ROLES)?)?;
+        m.add("ROLE_ALIASES", crate::roles::ALIASES.iter().copied().collect::<std::collections::HashMap<_, _>>())?;
+        m.add("ROLE_PROBE_IDS", crate::roles::PROBE_IDS)?;
         // The comparator's verdict codes, named once (in crate::vocab::Verdict).
         for (verdict, name) in crate::vocab::Verdict::ALL {
             m.add(format!("VERDICT_{name}"), verdict as i8)?;

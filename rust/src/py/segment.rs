@@ -55,6 +55,11 @@ struct Probe<'a> {
 }
 
 impl Segmenter {
+    /// The byte table, when one was given.
+    pub(crate) fn byte_table(&self) -> Option<&ByteTable> {
+        self.table.as_ref().map(|t| &t.table)
+    }
+
     /// Trim, segment and align two id sequences; give each differing pair
     /// its verdict (from the byte table when there is one).
     fn align_ids(&self, e: &[u32], a: &[u32], trim: &[u32], probe: Probe<'_>) -> Aligned {
