@@ -737,6 +737,17 @@ class SessionChecker:
         text, expected ids, session ids, session): the render (UTF-8 bytes), its ids,
         the session's ids, and a `CheckedSession` (what the diagnosis needs of the record; it renders
         the message prefixes)."""
+    def check_rows(
+        self, rows: list[dict[str, Any]], sizes: list[int], *, threads: int | None = None
+    ) -> list[
+        tuple[str, str | None, int, int, str | None]
+        | tuple[str, str, str | None, str]
+        | tuple[str, bytes, npt.NDArray[np.uint32], npt.NDArray[np.uint32], CheckedSession]
+        | None
+    ]:
+        """`check_lines` for rows (dicts of a Parquet dump's columns: messages, tools and
+        metadata as JSON text, ids as arrays or lists), read by `read_dump_row`'s rules;
+        `sizes`: each row's bytes (`tito_fast.score.dump.row_sizes`)."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""
 

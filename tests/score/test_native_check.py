@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tito_fast.score.dump import read_dump_lines
+from tito_fast.score.dump import RawRow, parquet_rows, read_dump_lines, write_parquet
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
 from tito_fast.testing import fixtures
@@ -144,3 +144,75 @@ def test_differing_sessions_diagnosed_as_python_does(data: st.DataObject, tmp_pa
     python = run_score(dump, scorer=python_scorer)
     assert _plain(native.results) == _plain(python.results)
     assert [b.to_dict() for b in native.bad] == [b.to_dict() for b in python.bad]
+
+
+@pytest.mark.parametrize(("dump", "fixture", "family"), DUMPS[:3], ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_native_rows_equal_python_path(dump: Path, fixture: str, family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Parquet dump's rows take the native check too (`check_rows`: ids read
+    in place from the Arrow buffers), with the Python path's results and the
+    JSONL door's mismatch lists."""
+    scorer = _scorer(fixture, family, "full")
+    assert scorer.native is not None
+    records = [json.loads(ln) for ln in dump.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    pq_path = tmp_path / "dump.parquet"
+    write_parquet(pq_path, records)
+    rows = [r for r in parquet_rows(pq_path, 7) if isinstance(r, RawRow)]
+    assert len(rows) == len(records) and all(type(r.data["token_ids"]).__name__ == "ndarray" for r in rows)
+    outcomes = scorer.native.check_rows([r.data for r in rows], [r.size for r in rows], threads=2)
+    assert all(o is not None for o in outcomes)  # every row taken on natively
+    assert {o[0] for o in outcomes if o is not None} == {"clean", "differs"}
+    native = run_score(pq_path, scorer=scorer, threads=2)
+    jsonl = run_score(dump, scorer=scorer, threads=1)
+    monkeypatch.setattr(scorer, "native", None)
+    python = run_score(pq_path, scorer=scorer)
+    assert _plain(native.results) == _plain(python.results)
+    assert [[m.to_dict() for m in r.mismatches] for r in native.results] == [[m.to_dict() for m in r.mismatches] for r in jsonl.results]
+    assert native.summary.metrics == python.summary.metrics == jsonl.summary.metrics
+
+
+def test_unusual_rows_get_the_python_paths_verdict(tmp_path: Path) -> None:
+    """Odd and bad Parquet rows (ids negative, past 32 bits, floats, null ids, a
+    null list; texts that are not JSON; another family; an id outside the
+    vocabulary): the native check, the Python path and the Ray door give the
+    same verdicts and results, word for word."""
+    pa = pytest.importorskip("pyarrow")
+    from tito_fast.score import ray as score_ray
+
+    scorer = _scorer("qwen3", "qwen3", "full")
+    row = json.loads((ROOT / "examples" / "qwen3_dump.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    ids = row["token_ids"]
+    variants: list[tuple[list[Any] | None, str, str | None]] = [  # (ids, messages JSON, family)
+        (ids, json.dumps(row["messages"]), None),
+        ([*ids[:-1], -3], json.dumps(row["messages"]), None),
+        ([*ids[:-1], 2**33], json.dumps(row["messages"]), None),
+        ([*ids[:-1], None], json.dumps(row["messages"]), None),
+        (None, json.dumps(row["messages"]), None),
+        ([*ids, 10**7], json.dumps(row["messages"]), None),
+        (ids, "[{", None),
+        (ids, json.dumps({"role": "user"}), None),
+        (ids, json.dumps(row["messages"]), "glm47"),
+        ([], json.dumps(row["messages"]), None),
+    ]
+    table = pa.table(
+        {
+            "session_id": pa.array([f"s{i}" for i in range(len(variants))], pa.string()),
+            "family": pa.array([f for _, _, f in variants], pa.string()),
+            "messages": pa.array([m for _, m, _ in variants], pa.string()),
+            "tools": pa.array([json.dumps(row.get("tools")) if row.get("tools") else None] * len(variants), pa.string()),
+            "token_ids": pa.array([i for i, _, _ in variants], pa.list_(pa.int64())),
+        }
+    )
+    floats = table.set_column(4, "token_ids", pa.array([[float(x) for x in ids]] * len(variants), pa.list_(pa.float64())))
+    for t, name in ((table, "odd.parquet"), (floats, "floats.parquet")):
+        path = tmp_path / name
+        pytest.importorskip("pyarrow.parquet").write_table(t, path)
+        python_scorer = Scorer(tito=scorer.tito)
+        python_scorer.native = None
+        native = run_score(path, scorer=scorer, on_error="skip", threads=1)
+        python = run_score(path, scorer=python_scorer, on_error="skip")
+        assert [b.to_dict() for b in native.bad] == [b.to_dict() for b in python.bad]
+        assert _plain(native.results) == _plain(python.results)
+        ray_native = score_ray.score_batch(t, scorer).to_pylist()
+        ray_python = score_ray.score_batch(t, python_scorer).to_pylist()
+        assert ray_native == ray_python
+    assert len(native.bad) == len(variants)  # float ids: every row is bad

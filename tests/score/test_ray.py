@@ -45,7 +45,7 @@ def test_score_batch_refuses_a_row_over_the_record_limit(monkeypatch: pytest.Mon
     scorer = Scorer(fixtures.load_tokenizer("qwen3"), "qwen3")
     table = to_arrow(rows[:3])
     sizes = row_sizes(table).tolist()  # as the dump's limit counts a row
-    monkeypatch.setattr("tito_fast.score.ray.MAX_RECORD_BYTES", sorted(sizes)[1])  # the largest row is over it
+    monkeypatch.setattr("tito_fast.score.dump.MAX_RECORD_BYTES", sorted(sizes)[1])  # the largest row is over it (the one bound)
     out = score_batch(table, scorer)
     big = sizes.index(max(sizes))
     assert out.column("ok").to_pylist() == [i != big for i in range(3)]

@@ -103,13 +103,8 @@ def parse_tools(value: Any) -> list[dict[str, Any]] | None:
 
 
 def parse_call(row: Any, source: str, *, json_text: bool = False) -> Call | BadCall:
-    """A call from a record (a dict; numpy arrays are taken for id lists), or
-    why it is bad, by the one reader's rules (`_core.read_call_row`)."""
-    if isinstance(row, dict):
-        for key in ("prompt_ids", "completion_ids"):
-            v = row.get(key)
-            if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.ndim == 1:
-                row = {**row, key: v.tolist()}
+    """A call from a record (a dict; id lists may be numpy arrays, read in
+    place), or why it is bad, by the one reader's rules (`_core.read_call_row`)."""
     return _call_of(read_call_row(row, json_text=json_text), source)
 
 
@@ -124,8 +119,8 @@ def iter_calls(path: str | Path) -> Iterator[Call | BadCall]:
     try:
         fmt = dump_format(p)  # the dump's rule for names and contents, one owner
         if fmt == "parquet":
-            for row, obj in enumerate(parquet_rows(p, 1024)):  # a row over MAX_RECORD_BYTES: a BadRecord
-                yield obj if isinstance(obj, BadRecord) else parse_call(obj, f"{p.name}:row {row}", json_text=True)
+            for obj in parquet_rows(p, 1024):  # a row over MAX_RECORD_BYTES: a BadRecord
+                yield obj if isinstance(obj, BadRecord) else parse_call(obj.data, obj.source, json_text=True)
             return
     except CallsError:
         raise

@@ -40,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,9 +91,31 @@ class RawLine:
     def source(self) -> str:
         return f"{self.name}:{self.lineno}"
 
+    @property
+    def default_id(self) -> str:
+        """The session id of a record that has none: its line number."""
+        return str(self.lineno)
+
     def record(self) -> Record | BadRecord | None:
         """The record of this line as `read_dump` gives it (None: a blank line)."""
         return _jsonl_record(self.name, self.lineno, self.data)
+
+
+@dataclass(frozen=True)
+class RawRow:
+    """One Parquet row not read yet (for the native session check, which reads
+    it in Rust: `SessionChecker.check_rows`; `record()` reads it as
+    `read_dump` would): `data` holds its columns (`batch_dicts`), `size` its
+    bytes (`row_sizes`), `default_id` its session id when it has none."""
+
+    source: str
+    default_id: str
+    data: dict[str, Any]
+    size: int
+
+    def record(self) -> Record | BadRecord:
+        """The record of this row as `read_dump` gives it."""
+        return record_from_row(self.source, self.default_id, self.data, json_strings=True)
 
 
 @dataclass
@@ -354,12 +376,12 @@ def _record(source: str, default_id: str, read: tuple[Any, ...]) -> Record | Bad
     return Record(source, default_id if sid is None else sid, messages, token_ids, tools=tools, family=family, metadata=metadata)
 
 
-def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> Iterator[dict[str, Any] | BadRecord]:
-    """The rows of a Parquet file (dumps and capture files) as dicts, read a
-    batch at a time; a row over `MAX_RECORD_BYTES` (`row_sizes`) is a
-    `BadRecord` (code `too_large`), never read into Python. Raises
-    `DumpError` for a file pyarrow cannot read or one without the
-    `required` columns."""
+def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> Iterator[RawRow | BadRecord]:
+    """The rows of a Parquet file (dumps and capture files), unread
+    (`RawRow`: its columns as `batch_dicts` gives them), a batch at a time;
+    a row over `MAX_RECORD_BYTES` (`row_sizes`) is a `BadRecord` (code
+    `too_large`), never read into Python. Raises `DumpError` for a file
+    pyarrow cannot read or one without the `required` columns."""
     pq = _deps.parquet()
 
     try:
@@ -434,29 +456,80 @@ def _batches(pf: Any, p: Path, group: int, batch_size: int, row: int) -> Iterato
         row += batch.num_rows
 
 
-def _batch_rows(p: Path, batch: Any, row: int) -> Iterator[dict[str, Any] | BadRecord]:
-    """The rows of one record batch as dicts, those over `MAX_RECORD_BYTES` as `BadRecord`s."""
+def _batch_rows(p: Path, batch: Any, row: int) -> Iterator[RawRow | BadRecord]:
+    """The rows of one record batch (the first is row `row` of the file),
+    those over `MAX_RECORD_BYTES` as `BadRecord`s."""
+    yield from batch_rows(batch, lambda i: f"{p.name}:row {row + i}", row)
+
+
+def batch_rows(batch: Any, source: Callable[[int], str], first: int = 0) -> Iterator[RawRow | BadRecord]:
+    """The rows of a pyarrow Table or RecordBatch in a dump's or capture's
+    layout, unread (`RawRow`; row i's source is `source(i)`, its default
+    session id `first + i`); a row over `MAX_RECORD_BYTES` is a `BadRecord`
+    (code `too_large`), never read into Python."""
     sizes = row_sizes(batch)
     big = sizes > MAX_RECORD_BYTES
     if big.any():
         sids = batch.column("session_id") if "session_id" in batch.schema.names else None
-        cols = batch.filter(_deps.pyarrow().array(~big)).to_pydict()
-        k = 0
+        rows = iter(batch_dicts(batch.filter(_deps.pyarrow().array(~big))))
         for i in range(batch.num_rows):
             if big[i]:
-                yield too_large(f"{p.name}:row {row + i}", int(sizes[i]), session_id=_session_id(sids, i))
+                yield too_large(source(i), int(sizes[i]), session_id=_session_id(sids, i))
             else:
-                yield {c: v[k] for c, v in cols.items()}
-                k += 1
+                yield RawRow(source(i), str(first + i), next(rows), int(sizes[i]))
     else:
-        cols = batch.to_pydict()
-        for i in range(batch.num_rows):
-            yield {c: v[i] for c, v in cols.items()}
+        for i, d in enumerate(batch_dicts(batch)):
+            yield RawRow(source(i), str(first + i), d, int(sizes[i]))
+
+
+#: The columns that hold token ids: read in place (`batch_dicts`).
+ID_COLUMNS = ("token_ids", "prompt_ids", "completion_ids")
+
+
+def batch_dicts(batch: Any) -> list[dict[str, Any]]:
+    """The rows of a pyarrow Table or RecordBatch as dicts of Python values,
+    except the id columns (`ID_COLUMNS`) of integer lists without null ids:
+    each row's ids are a numpy view of the Arrow buffer (None for a null
+    list), never a Python int per id. The one reader reads either form alike."""
+    names = batch.schema.names
+    views = {n: _id_views(batch.column(n)) for n in names if n in ID_COLUMNS}
+    cols: dict[str, Any] = {n: v for n, v in views.items() if v is not None}
+    plain = [n for n in names if n not in cols]
+    if plain:
+        cols.update(batch.select(plain).to_pydict())
+    return [{n: cols[n][i] for n in names} for i in range(batch.num_rows)]
+
+
+def _id_views(col: Any) -> list[Any] | None:
+    """Each row's ids of an Arrow column of integer lists, as numpy views (None
+    for a null row); None for a column of another type or with null ids."""
+    pa = _deps.pyarrow()
+    out: list[Any] = []
+    for chunk in col.chunks if hasattr(col, "chunks") else [col]:
+        t = chunk.type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_integer(t.value_type) or chunk.values.null_count:
+            return None
+        offsets = chunk.offsets.to_numpy().tolist()
+        values = chunk.values.to_numpy()
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False).tolist() if chunk.null_count else None
+        out.extend(values[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else None for i in range(len(chunk)))
+    return out
 
 
 def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
-    for row, obj in enumerate(parquet_rows(p, batch_size, ("messages", "token_ids"))):
-        yield obj if isinstance(obj, BadRecord) else record_from_row(f"{p.name}:row {row}", str(row), obj, json_strings=True)
+    for obj in parquet_rows(p, batch_size, ("messages", "token_ids")):
+        yield obj if isinstance(obj, BadRecord) else obj.record()
+
+
+def read_dump_raw(path: str | Path) -> Iterator[RawLine | RawRow | BadRecord]:
+    """The records of a dump unread, for the native session check: a JSONL
+    dump's non-blank lines (`read_dump_lines`), a Parquet dump's rows
+    (`parquet_rows`)."""
+    p = Path(path)
+    if dump_format(p) == "parquet":
+        yield from parquet_rows(p, 256, ("messages", "token_ids"))
+    else:
+        yield from read_dump_lines(p)
 
 
 def record_from_row(source: str, default_id: str, obj: dict[str, Any], *, json_strings: bool) -> Record | BadRecord:

@@ -21,23 +21,26 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tito_fast import _deps
 from tito_fast.errors import DumpError
-from tito_fast.score.dump import MAX_RECORD_BYTES, BadRecord, Record, record_from_row, row_sizes, too_large
+from tito_fast.score.dump import BadRecord, batch_rows
 from tito_fast.score.results import COLUMNS, from_row, row, schema
-from tito_fast.score.run import build_scorer, score_one
+from tito_fast.score.run import build_scorer
+from tito_fast.score.run import score_batch as run_batch
 from tito_fast.score.scorer import Mode, SessionResult
 from tito_fast.score.scorer import Scorer as SessionScorer
 from tito_fast.score.summary import Summary, summarize
 
 
-def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0) -> Any:
+def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0, threads: int | None = 1) -> Any:
     """Score every row of `table` (a pyarrow Table in the dump layout); one output row per input row.
 
-    Bad rows are not raised: they come back with `ok=False` and the reason in `error`.
-    A table without the required columns is a `DumpError` (one error, not one per row).
+    Rows go through the scorer's native session check as the CLI's do (read,
+    rendered, encoded and compared in Rust on `threads` threads; default 1,
+    as a Ray worker holds one CPU; None: all cores), their ids read in place
+    from the Arrow buffers. Bad rows are not raised: they come back with
+    `ok=False` and the reason in `error`. A table without the required
+    columns is a `DumpError` (one error, not one per row).
     """
     pa = _deps.pyarrow()
 
@@ -45,19 +48,10 @@ def score_batch(table: Any, scorer: SessionScorer, *, row_offset: int = 0) -> An
     if missing:
         raise DumpError(f"the table has no column(s) {sorted(missing)}; its columns are {sorted(table.column_names)}")
     # the dump's bound on a record, one owner: a row over it is a bad record, never turned into Python objects
-    sizes = row_sizes(table)
-    big = sizes > MAX_RECORD_BYTES
-    cols = (table.take(np.flatnonzero(~big)) if big.any() else table).to_pydict()
+    items = list(batch_rows(table, lambda i: f"row {row_offset + i}", row_offset))
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}
-    j = 0
-    for i in range(table.num_rows):
-        source = f"row {row_offset + i}"
-        if big[i]:
-            rec: Record | BadRecord = too_large(source, int(sizes[i]))
-        else:
-            rec = record_from_row(source, str(row_offset + i), {k: v[j] for k, v in cols.items()}, json_strings=True)
-            j += 1
-        r = row(score_one(scorer, rec))
+    for result in run_batch(scorer, items, threads):
+        r = row(result)
         for name in COLUMNS:
             out[name].append(r[name])
     return pa.Table.from_pydict(out, schema=schema())

@@ -16,7 +16,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -37,12 +37,13 @@ from tito_fast.errors import (
 from tito_fast.score.dump import (
     BadRecord,
     RawLine,
+    RawRow,
     Record,
     count_records,
     dump_format,
     jsonl_ranges,
     read_dump,
-    read_dump_lines,
+    read_dump_raw,
     read_jsonl_range,
 )
 from tito_fast.score.scorer import Mode, Scorer, SessionResult
@@ -106,21 +107,21 @@ def _guarded(source: str, session_id: str, score: Callable[[], SessionResult]) -
 
 
 def score_batch(
-    scorer: Scorer, items: list[Record | BadRecord | RawLine], threads: int | None = None, checked: list[Any] | None = None
+    scorer: Scorer, items: Sequence[Record | BadRecord | RawLine | RawRow], threads: int | None = None, checked: list[Any] | None = None
 ) -> list[SessionResult | BadRecord]:
-    """Score records and unparsed JSONL lines in order. Lines go through the
-    scorer's native session check (`Scorer.native`: parse, render, encode and
-    compare in Rust on `threads` threads, None: all cores; `checked`: its
-    outcomes for the lines, when already computed); a session found equal to
-    its render is done there, one that differs is diagnosed in Python on the
-    native render, and any line the check does not take is parsed and scored
-    on the Python path. Blank lines give nothing."""
+    """Score records and unread JSONL lines and Parquet rows in order. Lines
+    and rows go through the scorer's native session check (`Scorer.native`:
+    read, render, encode and compare in Rust on `threads` threads, None: all
+    cores; `checked`: its outcomes for them, when already computed); a
+    session found equal to its render is done there, one that differs is
+    diagnosed in Python on the native render, and any the check does not take
+    is read and scored on the Python path. Blank lines give nothing."""
     if checked is None:
         checked = native_outcomes(scorer, items, threads)
     outcomes = iter(checked)
     out: list[SessionResult | BadRecord] = []
     for it in items:
-        if not isinstance(it, RawLine):
+        if not isinstance(it, (RawLine, RawRow)):
             out.append(score_one(scorer, it))
             continue
         outcome = next(outcomes, None)
@@ -130,15 +131,15 @@ def score_batch(
         if outcome is not None and outcome[0] == "clean":
             _, sid, turns, num_ids, meta = outcome
             metadata = json_loads(meta) if meta is not None else None
-            out.append(scorer.clean_result(it.source, str(it.lineno) if sid is None else sid, turns, num_ids, metadata))
+            out.append(scorer.clean_result(it.source, it.default_id if sid is None else sid, turns, num_ids, metadata))
             continue
         if outcome is not None:  # ("differs", text, expected, actual, session): diagnosed on the check's render
             _, text, expected, actual, session = outcome
             assert isinstance(session, CheckedSession)
-            sid = str(it.lineno) if session.session_id is None else session.session_id
+            sid = it.default_id if session.session_id is None else session.session_id
 
-            def reread(line: RawLine = it) -> Record | None:
-                rec = line.record()
+            def reread(raw: RawLine | RawRow = it) -> Record | None:
+                rec = raw.record()
                 return rec if isinstance(rec, Record) else None
 
             out.append(
@@ -151,12 +152,16 @@ def score_batch(
     return out
 
 
-def native_outcomes(scorer: Scorer, items: list[Any], threads: int | None) -> list[Any]:
-    """The native check's outcome for each `RawLine` of `items`, in order (None: the Python path)."""
-    lines = [it.data for it in items if isinstance(it, RawLine)]
-    if not lines or scorer.native is None:
-        return [None] * len(lines)
-    return scorer.native.check_lines(lines, threads=threads)
+def native_outcomes(scorer: Scorer, items: Sequence[Any], threads: int | None) -> list[Any]:
+    """The native check's outcome for each `RawLine` and `RawRow` of `items`, in order (None: the Python path)."""
+    raw = [it for it in items if isinstance(it, (RawLine, RawRow))]
+    if not raw or scorer.native is None:
+        return [None] * len(raw)
+    lines = [it.data for it in raw if isinstance(it, RawLine)]
+    rows = [it for it in raw if isinstance(it, RawRow)]
+    by_line = iter(scorer.native.check_lines(lines, threads=threads) if lines else [])
+    by_row = iter(scorer.native.check_rows([r.data for r in rows], [r.size for r in rows], threads=threads) if rows else [])
+    return [next(by_line) if isinstance(it, RawLine) else next(by_row) for it in raw]
 
 
 def _pipelined(scorer: Scorer, batches: Iterator[list[Any]], threads: int | None) -> Iterator[list[SessionResult | BadRecord]]:
@@ -228,7 +233,7 @@ def _score_task(task: tuple[Any, ...]) -> list[SessionResult | BadRecord]:
     assert _WORKER is not None
     if task[0] == "range":
         return score_batch(_WORKER, list(read_jsonl_range(*task[1:], raw=_WORKER.native is not None)), threads=1)
-    return [score_one(_WORKER, r) for r in task[1]]
+    return score_batch(_WORKER, task[1], threads=1)
 
 
 def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -281,13 +286,13 @@ class _Plan:
 _CHUNK = 8  # records per task
 
 
-_NATIVE_CHUNK = 64  # JSONL lines per native batch (spread over the threads)
+_NATIVE_CHUNK = 64  # JSONL lines or Parquet rows per native batch (spread over the threads)
 
 
 def _local_plan(dump: str | Path, total: int, scorer: Scorer, threads: int | None) -> _Plan:
     """Score in this process (JSONL lines on the native check's threads when it is available)."""
-    if scorer.native is not None and dump_format(Path(dump)) == "jsonl":
-        batches = _chunks(read_dump_lines(dump), _NATIVE_CHUNK)
+    if scorer.native is not None:
+        batches = _chunks(read_dump_raw(dump), _NATIVE_CHUNK)
         outputs: Iterator[list[SessionResult | BadRecord]]
         if threads == 1:  # one thread in all: check, then finish, batch after batch
             outputs = (score_batch(scorer, c, 1) for c in batches)
@@ -313,7 +318,7 @@ def _tasks(dump: str | Path, ranges: list[tuple[int, int, int, int]] | None) -> 
     """Byte ranges of a JSONL file (the workers read their own lines), else chunks of records read here."""
     if ranges is not None:
         return (("range", str(dump), a, b, first) for a, b, first, _ in ranges)
-    return (("records", c) for c in _chunks(read_dump(dump), _CHUNK))
+    return (("records", c) for c in _chunks(read_dump_raw(dump), _CHUNK))
 
 
 def _forked_plan(

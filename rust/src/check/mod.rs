@@ -135,7 +135,30 @@ fn map_template(m: &Map) -> Step<T> {
 
 /// Check one JSONL line of a dump.
 pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> LineOutcome {
-    let rec = match schema::dump_line(line) {
+    check_read(schema::dump_line(line), line.len(), template, encoder, setup)
+}
+
+/// Check one row of a dump (a Parquet row's values, its texts JSON text),
+/// of `size` bytes (`tito_fast.score.dump.row_sizes`).
+pub fn check_row(
+    row: Value,
+    size: usize,
+    template: &ChatTemplate,
+    encoder: &Encoder,
+    setup: &CheckSetup,
+) -> LineOutcome {
+    check_read(schema::dump_record(row, true), size, template, encoder, setup)
+}
+
+/// Check a record as the one reader read it (or its verdict on a bad one).
+fn check_read(
+    read: Result<schema::DumpRecord, schema::Bad>,
+    size: usize,
+    template: &ChatTemplate,
+    encoder: &Encoder,
+    setup: &CheckSetup,
+) -> LineOutcome {
+    let rec = match read {
         Ok(rec) => rec,
         Err(bad) => return LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
     };
@@ -144,7 +167,7 @@ pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup
         return LineOutcome::Python("a family that is not the scorer's");
     }
     let session_id = rec.session_id.clone();
-    match check(rec, line.len(), template, encoder, setup) {
+    match check(rec, size, template, encoder, setup) {
         Ok(outcome) => outcome,
         Err(Failed::Python(why)) => LineOutcome::Python(why),
         Err(Failed::Limit(m)) => LineOutcome::Bad {

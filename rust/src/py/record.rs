@@ -246,7 +246,7 @@ fn value_code(msg: &str) -> &'static str {
     }
 }
 
-fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
+pub(crate) fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
     let bad = |reason: String| Bad { code: value_code(&reason), reason, session_id: None };
     let Ok(d) = row.cast::<PyDict>() else {
         return py_to_value(row, 0).map_err(|m| bad(format!("the record holds {m}")));
@@ -254,10 +254,34 @@ fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
     let mut m = Map::new();
     for (k, v) in d.iter() {
         let key: String = k.extract().map_err(|_| bad("the record has a key that is not a string".into()))?;
-        let value = py_to_value(&v, 1).map_err(|m| bad(format!("'{key}' holds {m}")))?;
+        let ids = if ID_KEYS.contains(&key.as_str()) { id_value(&v) } else { None };
+        let value = match ids {
+            Some(ids) => ids,
+            None => py_to_value(&v, 1).map_err(|m| bad(format!("'{key}' holds {m}")))?,
+        };
         m.insert(key, value);
     }
     Ok(Value::Map(m))
+}
+
+/// The columns of a row that hold token ids.
+const ID_KEYS: [&str; 3] = ["token_ids", "prompt_ids", "completion_ids"];
+
+/// Valid token ids (a numpy or Arrow array read in place, a list of ints) as
+/// one value, without a Python int per id; None for anything else (then the
+/// row is read value by value, and the reader says what is wrong with it).
+fn id_value(obj: &Bound<'_, PyAny>) -> Option<Value> {
+    if obj.is_none()
+        || obj.is_instance_of::<PyString>()
+        || obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyDict>()
+    {
+        return None;
+    }
+    let h = super::input::extract(obj, "ids").ok()?;
+    let r = h.raw();
+    let ids = super::run(obj.py(), r.len(), || r.normalize().map(std::borrow::Cow::into_owned)).ok()?;
+    Some(Value::Ids(ids))
 }
 
 /// A score dump's record from a row (a dict: a Parquet row, or a record

@@ -8,10 +8,10 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 use super::encoder::BpeEncoder;
 use super::errors::{TemplateLimitError, TemplateRenderError};
-use super::record::value_to_py;
+use super::record::{row_value, value_to_py};
 use super::threads_arg;
 use crate::batch::{on_render_thread, with_threads};
-use crate::check::{check_line, CheckSetup, Differing, LineOutcome, ToolPolicy};
+use crate::check::{check_line, check_row, CheckSetup, Differing, LineOutcome, ToolPolicy};
 use crate::record::json::{Map, Value as RecordValue};
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
@@ -279,27 +279,45 @@ impl SessionChecker {
         let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
         let outcomes: Vec<LineOutcome> =
             py.detach(|| with_threads(threads, || raw.par_iter().map(|l| check_line(l, tmpl, enc, setup)).collect()));
-        outcomes
-            .into_iter()
-            .map(|o| -> PyResult<Py<PyAny>> {
-                Ok(match o {
-                    LineOutcome::Python(_) => py.None(),
-                    LineOutcome::Bad { code, reason, session_id } => {
-                        ("bad", reason, session_id, code).into_pyobject(py)?.into_any().unbind()
-                    }
-                    LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
-                        ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
-                    }
-                    LineOutcome::Differs(mut d) => {
-                        let text = PyBytes::new(py, std::mem::take(&mut d.text).as_bytes());
-                        let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
-                        let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
-                        let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
-                        ("differs", text, expected, actual, session).into_pyobject(py)?.into_any().unbind()
-                    }
-                })
+        outcomes_to_py(slf, outcomes)
+    }
+
+    /// `check_lines` for rows (dicts of a Parquet dump's columns: messages,
+    /// tools and metadata as JSON text, ids as arrays or lists), read by the
+    /// one reader's row rules (`read_dump_row`); `sizes`: each row's bytes
+    /// (`tito_fast.score.dump.row_sizes`), which set the renderer's limits.
+    #[pyo3(signature = (rows, sizes, *, threads = None))]
+    fn check_rows(
+        slf: &Bound<'_, Self>,
+        rows: &Bound<'_, PyList>,
+        sizes: Vec<usize>,
+        threads: Option<i64>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        use rayon::prelude::*;
+        let py = slf.py();
+        let this = slf.get();
+        if sizes.len() != rows.len() {
+            return Err(PyValueError::new_err(format!(
+                "argument 'sizes': {} sizes for {} rows",
+                sizes.len(),
+                rows.len()
+            )));
+        }
+        let read: Vec<_> = rows.iter().map(|row| row_value(&row)).collect();
+        let threads = threads_arg(threads)?;
+        let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
+        let outcomes: Vec<LineOutcome> = py.detach(|| {
+            with_threads(threads, || {
+                read.into_par_iter()
+                    .zip(sizes)
+                    .map(|(row, size)| match row {
+                        Ok(v) => check_row(v, size, tmpl, enc, setup),
+                        Err(bad) => LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
+                    })
+                    .collect()
             })
-            .collect()
+        });
+        outcomes_to_py(slf, outcomes)
     }
 
     /// Why the check hands `line` to the Python path, or None when it takes it.
@@ -311,12 +329,39 @@ impl SessionChecker {
     }
 }
 
+/// The check's outcomes as Python values (see `SessionChecker.check_lines`).
+fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -> PyResult<Vec<Py<PyAny>>> {
+    let py = slf.py();
+    outcomes
+        .into_iter()
+        .map(|o| -> PyResult<Py<PyAny>> {
+            Ok(match o {
+                LineOutcome::Python(_) => py.None(),
+                LineOutcome::Bad { code, reason, session_id } => {
+                    ("bad", reason, session_id, code).into_pyobject(py)?.into_any().unbind()
+                }
+                LineOutcome::Clean { session_id, turns, num_ids, metadata } => {
+                    ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
+                }
+                LineOutcome::Differs(mut d) => {
+                    let text = PyBytes::new(py, std::mem::take(&mut d.text).as_bytes());
+                    let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
+                    let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
+                    let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
+                    ("differs", text, expected, actual, session).into_pyobject(py)?.into_any().unbind()
+                }
+            })
+        })
+        .collect()
+}
+
 /// A session the check found differing from its render: what the diagnosis
 /// needs of its record (session id, roles, turns, metadata: the record is
 /// never converted whole), and the renders of its message prefixes as the
 /// check rendered the whole (the same normalised messages, tools and
 /// variables), for the message boundaries of the diagnosis
-/// (`compare.messages.MessageBounds`). Made by `SessionChecker.check_lines`.
+/// (`compare.messages.MessageBounds`). Made by `SessionChecker.check_lines`
+/// and `check_rows`.
 #[pyclass(frozen, module = "tito_fast._core")]
 pub struct CheckedSession {
     checker: Py<SessionChecker>,
