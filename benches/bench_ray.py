@@ -3,11 +3,14 @@
 differing) as a Parquet dump.
 
 `score_batch`: what each Ray worker runs on a batch (`tito_fast.score.ray.
-score_batch`: the record read from the Arrow row, rendered, encoded,
-compared and diagnosed on the Python path), in this process, the scorer
-built; `cli_native_1_thread`: `run_score` on the same sessions as JSONL
-(the native session check, one thread), for the same sessions through the
-CLI's path; `ray_1_worker` / `ray_2_workers`: `ray.data.read_parquet(...)
+score_batch`: the rows handed to the native session check, one thread, ids
+read in place from the Arrow buffers; differing sessions diagnosed in
+Python), in this process, the scorer built; `score_batch_python_path`: the
+same with the native check off (every row read, rendered, encoded and
+compared on the Python path, as Ray workers did before it took rows);
+`cli_parquet_1_thread` / `cli_jsonl_1_thread`: `run_score` on the same
+sessions as Parquet and as JSONL (the native check, one thread), the CLI's
+path; `ray_1_worker` / `ray_2_workers`: `ray.data.read_parquet(...)
 .map_batches(BatchScorer, concurrency=k, num_cpus=1)` materialised, Ray
 already started (full size only: starting a Ray cluster costs more than
 the test run's small dump). The same reference mismatch lists in every row.
@@ -40,7 +43,9 @@ def _dumps(factory: pytest.TempPathFactory, n: int, max_turns: int) -> tuple[Pat
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray Data's own, on its internal settings
-@pytest.mark.parametrize("impl", ["score_batch", "cli_native_1_thread", "ray_1_worker", "ray_2_workers"])
+@pytest.mark.parametrize(
+    "impl", ["score_batch", "score_batch_python_path", "cli_parquet_1_thread", "cli_jsonl_1_thread", "ray_1_worker", "ray_2_workers"]
+)
 def bench_ray(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     n = 120 if full_size else 3
     pq, jl = _dumps(tmp_path_factory, n, 150 if full_size else 6)
@@ -48,16 +53,19 @@ def bench_ray(benchmark: Any, full_size: bool, impl: str, tmp_path_factory: pyte
     benchmark.extra_info["sessions"] = n
     rounds = {"rounds": 3 if full_size else 1, "iterations": 1}
     tito = agent_dumps.tito_for("qwen3")
-    if impl == "score_batch":
+    if impl.startswith("score_batch"):
         import pyarrow.parquet as pq_
 
         table = pq_.read_table(pq)
         scorer = Scorer(tito=tito)
+        if impl == "score_batch_python_path":
+            scorer.native = None
         out = benchmark.pedantic(lambda: score_batch(table, scorer), **rounds)
         results, bad = results_from_table(out)
-    elif impl == "cli_native_1_thread":
+    elif impl.startswith("cli_"):
         scorer = Scorer(tito=tito)
-        run = benchmark.pedantic(lambda: run_score(jl, threads=1, scorer=scorer), **rounds)
+        path = pq if impl == "cli_parquet_1_thread" else jl
+        run = benchmark.pedantic(lambda: run_score(path, threads=1, scorer=scorer), **rounds)
         results, bad = list(run.results), list(run.bad)
     else:
         if not full_size:

@@ -192,7 +192,7 @@ def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str,
     tito = agent_dumps.tito_for(fixture)
     benchmark.group = f"score per session after start-up: {n} agent sessions ({fixture}, {share})"
     benchmark.extra_info.update(sessions=n, family=tito.family)
-    rounds = {"rounds": 1 if impl == "python" else 3, "iterations": 1}
+    rounds = {"rounds": 1 if impl == "python" else 5, "iterations": 1}  # 5: this VM's noise moves a 3-round median by up to 40%
     if impl == "python":
         lists = benchmark.pedantic(lambda: _reference(path, tito), **rounds)
     else:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tito_fast.score.dump import RawRow, parquet_rows, read_dump_lines, write_parquet
+from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, write_parquet
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
 from tito_fast.testing import fixtures
@@ -216,3 +216,27 @@ def test_unusual_rows_get_the_python_paths_verdict(tmp_path: Path) -> None:
         ray_python = score_ray.score_batch(t, python_scorer).to_pylist()
         assert ray_native == ray_python
     assert len(native.bad) == len(variants)  # float ids: every row is bad
+
+
+@pytest.mark.parametrize("ids_type", ["list<int32>", "large_list<int64>", "list<uint16>", "list<int8>"])
+def test_rows_read_their_ids_in_place_as_lists_would(ids_type: str) -> None:
+    """`batch_dicts` gives each row's ids as a numpy view of the Arrow buffer
+    (chunked, sliced, with null rows) holding the ids `to_pylist` gives; a
+    column with a null id, or of floats, stays Python values (the reader says
+    what is wrong with them)."""
+    pa = pytest.importorskip("pyarrow")
+    value = {"list<int32>": pa.int32(), "large_list<int64>": pa.int64(), "list<uint16>": pa.uint16(), "list<int8>": pa.int8()}[ids_type]
+    typ = pa.large_list(value) if ids_type.startswith("large") else pa.list_(value)
+    lists = [[1, 2, 3], None, [], [4, 5], [6], [7, 8, 9, 10]]
+    part = pa.table({"session_id": [f"s{i}" for i in range(3)], "token_ids": pa.array(lists[:3], typ)})
+    rest = pa.table({"session_id": [f"s{i}" for i in range(3, 6)], "token_ids": pa.array(lists[3:], typ)})
+    table = pa.concat_tables([part, rest])
+    for t in (table, table.slice(1, 4), table.combine_chunks().slice(2, 3), table.to_batches()[1]):
+        rows = batch_dicts(t)
+        want = t.column("token_ids").to_pylist()
+        assert [None if r["token_ids"] is None else r["token_ids"].tolist() for r in rows] == want
+        assert all(r["token_ids"] is None or type(r["token_ids"]).__name__ == "ndarray" for r in rows)
+        assert [r["session_id"] for r in rows] == t.column("session_id").to_pylist()
+    with_null = pa.table({"token_ids": pa.array([[1, None]], typ)})
+    floats = pa.table({"token_ids": pa.array([[1.0]], pa.list_(pa.float64()))})
+    assert batch_dicts(with_null) == [{"token_ids": [1, None]}] and batch_dicts(floats) == [{"token_ids": [1.0]}]
