@@ -508,6 +508,10 @@ class Segmenter:
         """Whether a byte table (id i's bytes: `byte_blob[byte_offsets[i]:byte_offsets[i+1]]`) was given."""
     def text_bytes(self, ids: _TokenIds) -> bytes | None:
         """The UTF-8 text of `ids` from the byte table; None when it cannot tell."""
+    def id_offsets(self, ids: _TokenIds) -> npt.NDArray[np.int64] | None:
+        """Where each of `ids` starts in their decoded bytes, and where the last
+        ends (one more entry), from the byte table; None without a table or for
+        an id outside it."""
     def segment(self, ids: _TokenIds) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """`(starts, special)`: segment i is `ids[starts[i]:starts[i+1]]`, special or content."""
     def align(

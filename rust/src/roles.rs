@@ -46,11 +46,24 @@ pub struct Markers {
     all: IdSet,
 }
 
-/// Where each message starts in an id sequence, and its role.
+/// Where each message starts in an id sequence, and its role (a name the
+/// markers hold, or one of [`ROLES`] and [`UNKNOWN`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Table {
+pub struct Table<'a> {
     pub starts: Vec<usize>,
-    pub roles: Vec<String>,
+    pub roles: Vec<&'a str>,
+}
+
+/// A short id run (at most two ids) with what it is read after, as a cache key.
+type Short = (u32, u32, u32, u8);
+
+fn short(head: u32, ids: &[u32]) -> Option<Short> {
+    match *ids {
+        [] => Some((head, u32::MAX, u32::MAX, 0)),
+        [a] => Some((head, a, u32::MAX, 1)),
+        [a, b] => Some((head, a, b, 2)),
+        _ => None,
+    }
 }
 
 impl Markers {
@@ -102,16 +115,20 @@ impl Markers {
     ///     Ok(ids.iter().map(|&i| match i { 10 => "user", 11 => "\n", 12 => "assistant", _ => "x" }).collect())
     /// };
     /// let t = m.table(&ids, &m.positions(&ids), names).unwrap();
-    /// assert_eq!((t.starts, t.roles), (vec![0, 4], vec!["user".to_string(), "assistant".to_string()]));
+    /// assert_eq!((t.starts, t.roles), (vec![0, 4], vec!["user", "assistant"]));
     /// ```
     pub fn table<E>(
         &self,
         ids: &[u32],
         positions: &[usize],
         mut decode: impl FnMut(&[u32]) -> Result<String, E>,
-    ) -> Result<Table, E> {
+    ) -> Result<Table<'_>, E> {
         let n = ids.len();
         let mut t = Table::default();
+        // what short runs read as (role names repeat): a role by its marker and
+        // name ids, whether a header is only a header by its block's role and ids
+        let mut names: HashMap<Short, &'static str> = HashMap::new();
+        let mut headers: HashMap<(&str, Short), bool> = HashMap::new();
         let mut last_inner = false; // whether the last block started was opened by an inner marker
         for &p in positions {
             let marker = ids[p];
@@ -119,31 +136,52 @@ impl Markers {
             if let Some(role) = self.inner.get(&marker) {
                 if let (Some(&start), false) = (t.starts.last(), last_inner) {
                     let header = &ids[start + 1..p];
-                    let last_role = t.roles.last().map_or(UNKNOWN, String::as_str);
-                    if holds_only_header(&decode(header)?, last_role) {
-                        *t.roles.last_mut().expect("a block was started") = role.clone();
+                    let last_role: &str = t.roles.last().copied().unwrap_or(UNKNOWN);
+                    let key = short(0, header).map(|k| (last_role, k));
+                    let only = match key.and_then(|k| headers.get(&k)) {
+                        Some(&only) => only,
+                        None => {
+                            let only = holds_only_header(&decode(header)?, last_role);
+                            if let Some(k) = key {
+                                headers.insert(k, only);
+                            }
+                            only
+                        }
+                    };
+                    if only {
+                        *t.roles.last_mut().expect("a block was started") = role.as_str();
                         continue; // the block holds nothing but this message
                     }
                 }
                 t.starts.push(p);
-                t.roles.push(role.clone());
+                t.roles.push(role.as_str());
                 last_inner = true;
                 continue;
             }
             t.starts.push(p);
             last_inner = false;
             if let Some(role) = self.fixed.get(&marker) {
-                t.roles.push(role.clone());
+                t.roles.push(role.as_str());
                 continue;
             }
             let role = match &self.named[&marker] {
                 Term::Id(term) => {
                     let name = probe.iter().position(|i| i == term).map_or(probe, |k| &probe[..k]);
-                    normalise_role(&decode(name)?)
+                    let key = short(marker, name);
+                    match key.and_then(|k| names.get(&k)) {
+                        Some(&role) => role,
+                        None => {
+                            let role = normalise_role(&decode(name)?);
+                            if let Some(k) = key {
+                                names.insert(k, role);
+                            }
+                            role
+                        }
+                    }
                 }
-                Term::Text(term) => named_role(probe, term, &mut decode)?,
+                Term::Text(term) => named_role(marker, probe, term, &mut decode, &mut names)?,
             };
-            t.roles.push(role.to_string());
+            t.roles.push(role);
         }
         Ok(t)
     }
@@ -151,16 +189,29 @@ impl Markers {
 
 /// The role a marker names before the text `term`, read from `probe` (the
 /// ids after it): the text of its shortest prefix that holds `term`, up to
-/// `term` (all of it when none does).
+/// `term` (all of it when none does). `known`: the roles of shortest
+/// prefixes of at most two ids already read (a prefix holds `term` or not
+/// by its own ids, so a cached one is the shortest for every probe it starts).
 fn named_role<E>(
+    marker: u32,
     probe: &[u32],
     term: &str,
     decode: &mut impl FnMut(&[u32]) -> Result<String, E>,
+    known: &mut HashMap<Short, &'static str>,
 ) -> Result<&'static str, E> {
+    for k in 1..=probe.len().min(2) {
+        if let Some(&role) = short(marker, &probe[..k]).and_then(|key| known.get(&key)) {
+            return Ok(role);
+        }
+    }
     for k in 1..=probe.len() {
         let text = decode(&probe[..k])?;
         if let Some(at) = text.find(term) {
-            return Ok(normalise_role(&text[..at]));
+            let role = normalise_role(&text[..at]);
+            if let Some(key) = short(marker, &probe[..k]) {
+                known.insert(key, role);
+            }
+            return Ok(role);
         }
     }
     Ok(normalise_role(&decode(probe)?))
@@ -173,15 +224,20 @@ fn py_space(c: char) -> bool {
 }
 
 /// `text.strip().lower()` as Python computes it.
-fn stripped_lower(text: &str) -> String {
-    text.trim_matches(py_space).to_lowercase()
+fn stripped_lower(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = text.trim_matches(py_space);
+    if text.bytes().any(|b| b.is_ascii_uppercase() || !b.is_ascii()) {
+        std::borrow::Cow::Owned(text.to_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// The role a name says (aliases resolved), or "unknown".
 #[must_use]
 pub fn normalise_role(text: &str) -> &'static str {
     let name = stripped_lower(text);
-    let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name.as_str(), |(_, role)| role);
+    let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(&*name, |(_, role)| role);
     ROLES.iter().find(|r| **r == name).copied().unwrap_or(UNKNOWN)
 }
 
@@ -189,6 +245,12 @@ pub fn normalise_role(text: &str) -> &'static str {
 /// header of a block of `role`: empty, the role's name or an alias of it.
 #[must_use]
 pub fn holds_only_header(text: &str, role: &str) -> bool {
+    // lower-casing shortens a text at most threefold (the Kelvin sign's three
+    // bytes become "k"): a longer text is none of the names
+    let longest = ALIASES.iter().map(|(alias, _)| alias.len()).chain([role.len()]).max().unwrap_or(0);
+    if text.trim_matches(py_space).len() > 3 * longest {
+        return false;
+    }
     let header = stripped_lower(text);
     header.is_empty() || header == role || ALIASES.iter().any(|(alias, r)| *r == role && *alias == header)
 }
@@ -238,6 +300,8 @@ mod tests {
         assert!(holds_only_header("", "unknown"));
         assert!(holds_only_header("Observation", "tool"));
         assert!(!holds_only_header("user hi", "user"));
+        assert!(holds_only_header("\u{212a}\u{212a}", "kk")); // the Kelvin sign lower-cases to "k"
+        assert!(!holds_only_header(&"x".repeat(40), "user"));
     }
 
     #[test]
@@ -247,7 +311,8 @@ mod tests {
         let t = m.table(&ids, &m.positions(&ids), words).unwrap();
         assert_eq!(t.starts, vec![0, 2, 6]);
         assert_eq!(t.roles, vec!["system", "system", "user"]);
-        let t = chatml().table(&[1], &[0], words).unwrap();
+        let m = chatml();
+        let t = m.table(&[1], &[0], words).unwrap();
         assert_eq!(t.roles, vec![UNKNOWN]);
     }
 

@@ -103,3 +103,23 @@ def test_role_names_aliases_and_inner_blocks() -> None:
         m.table([-1], decode)
     with pytest.raises(TypeError):
         m.table([1, 10], lambda ids: None)
+
+
+def test_id_offsets_follow_the_byte_table() -> None:
+    """Each id's start in the decoded bytes, from the comparator's byte table;
+    None past the table, without one, or for another text length."""
+    from tito_fast import TokenSeqComparator
+    from tito_fast.compare.messages import id_offsets
+
+    tok = fixtures.load_tokenizer("qwen3")
+    cmp = TokenSeqComparator(tok, None)
+    ids = np.asarray(tok.encode("hello wörld 🙂 <|im_start|>user\nhi", add_special_tokens=False), dtype=np.uint32)
+    text = tok.decode(ids.tolist(), skip_special_tokens=False).encode("utf-8")
+    assert cmp.vocab is not None
+    want = np.concatenate([[0], np.cumsum(cmp.vocab.lengths[ids])])
+    got = id_offsets(cmp.segmenter, ids, len(text))
+    assert got is not None and got.tolist() == want.tolist() and got.dtype == np.int64
+    assert id_offsets(cmp.segmenter, ids, len(text) + 1) is None
+    assert id_offsets(cmp.segmenter, np.asarray([*ids, cmp.vocab.size], dtype=np.uint32), len(text)) is None
+    assert id_offsets(_core.Segmenter([1]), ids, len(text)) is None
+    assert id_offsets(cmp.segmenter, ids[:0], 0) is None

@@ -559,7 +559,7 @@ def _message_map(fam: _Family, request: _Request, prompt: np.ndarray) -> tuple[n
     if fam.comparator is None or fam.tracker is None or fam.render is None or not messages:
         return None
     raw = fam.comparator.decode(prompt.tolist()).encode("utf-8")
-    offsets = id_offsets(fam.comparator.vocab, prompt, len(raw))
+    offsets = id_offsets(fam.comparator.segmenter, prompt, len(raw))
     if offsets is None:
         return None
     render = fam.render

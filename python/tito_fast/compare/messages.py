@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tito_fast.tokenizer.vocab import Vocab
+from tito_fast._core import Segmenter, common_prefix_len
 
 
 class MessageBounds:
@@ -103,11 +103,7 @@ class MessageBounds:
 
     def _shared(self, part: bytes) -> int:
         """Bytes `part` shares with the start of `text`."""
-        m = min(len(part), len(self.text))
-        a = np.frombuffer(part[:m], dtype=np.uint8)
-        b = np.frombuffer(self.text[:m], dtype=np.uint8)
-        diff = np.flatnonzero(a != b)
-        return int(diff[0]) if len(diff) else m
+        return common_prefix_len(part, self.text)
 
     def _history_len(self, k: int) -> int | None:
         """Where `messages[:k]`, rendered as history (a user message after them),
@@ -236,58 +232,12 @@ def map_offsets(src: bytes, dst: bytes, offsets: list[int], markers: list[bytes]
     return np.asarray(out, dtype=np.int64)
 
 
-def id_offsets(vocab: Vocab | None, ids: np.ndarray, text_len: int) -> np.ndarray | None:
+def id_offsets(segmenter: Segmenter, ids: np.ndarray, text_len: int) -> np.ndarray | None:
     """The byte offset in the decoded text where each of `ids` starts (one more
-    entry: the end), or None when the byte table does not tell each id's bytes
-    or `ids` do not decode to `text_len` bytes (an id outside the table: None)."""
-    if vocab is None or not vocab.byte_exact or not len(ids):
+    entry: the end), from `segmenter`'s byte table (the comparator's: it has
+    one when the tokenizer's table is byte-exact), or None when it has none,
+    an id is outside it, or `ids` do not decode to `text_len` bytes."""
+    if not len(ids):
         return None
-    if int(ids.max()) >= vocab.size:  # a captured id outside the vocabulary has no bytes
-        return None
-    out = np.empty(len(ids) + 1, dtype=np.int64)
-    out[0] = 0
-    np.cumsum(vocab.lengths[ids], out=out[1:])
-    return out if int(out[-1]) == text_len else None
-
-
-def message_starts(
-    vocab: Vocab | None, ids: np.ndarray, text: str, found: list[tuple[int, int] | None], block_starts: np.ndarray | None
-) -> np.ndarray | None:
-    """Where each message starts in `ids` (non-decreasing), from where its
-    text was found (`find_messages`) in `text`, the decode of `ids`; None
-    when the byte table does not tell each id's bytes, or `ids` do not
-    decode to `text` byte for byte.
-
-    A message starts at the rendered block (`block_starts`: where each
-    marker-opened block starts) holding its text or, when that block holds
-    the previous message's text too (tool results rendered in one block),
-    halfway between the two texts, so each keeps its own wrapper tags. A
-    message whose text cannot be found starts where the one before it ends.
-    """
-    if vocab is None or not vocab.byte_exact or not len(ids):
-        return None
-    wide = ids.astype(np.int64)
-    ends = np.cumsum(vocab.offsets[wide + 1].astype(np.int64) - vocab.offsets[wide].astype(np.int64))
-    if int(ends[-1]) != (len(text) if text.isascii() else len(text.encode("utf-8"))):
-        return None
-    at_bytes = np.asarray([c for f in found if f is not None for c in f], dtype=np.int64)
-    at_ids = np.searchsorted(ends, at_bytes, side="right").tolist()  # the id holding each text's first / last-but-one byte
-    blocks = block_starts if block_starts is not None else np.zeros(0, dtype=np.int64)
-    firsts = np.asarray(at_ids[0::2], dtype=np.int64)
-    b = np.searchsorted(blocks, firsts, side="right") - 1
-    at_block = np.where(b >= 0, blocks[np.maximum(b, 0)] if len(blocks) else 0, 0).tolist()
-    starts: list[int] = []
-    prev_end_id = 0
-    k = 0
-    for hit in found:
-        if hit is None:  # not found: it starts where the one before it ends
-            starts.append(prev_end_id)
-            continue
-        first, block_start = at_ids[2 * k], at_block[k]
-        if starts and block_start < prev_end_id:  # the block holds the previous message too: split the wrapper between them
-            starts.append(prev_end_id + (first - prev_end_id + 1) // 2)
-        else:
-            starts.append(block_start)
-        prev_end_id = at_ids[2 * k + 1]
-        k += 1
-    return np.maximum.accumulate(np.asarray(starts, dtype=np.int64)) if starts else None
+    out = segmenter.id_offsets(ids)
+    return out if out is not None and int(out[-1]) == text_len else None

@@ -266,7 +266,7 @@ class Scorer:
         decode to the render byte for byte (then the rendered markers number
         the messages)."""
         raw = text if isinstance(text, bytes) else text.encode("utf-8")
-        offsets = id_offsets(self.cmp.vocab, expected, len(raw))
+        offsets = id_offsets(self.cmp.segmenter, expected, len(raw))
         if offsets is None or (sess.messages is None and sess.checked is None):
             return None
         checked = sess.checked

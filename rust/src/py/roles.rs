@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::errors::id_error;
 use super::input::extract;
@@ -81,7 +81,13 @@ impl RoleMarkers {
         };
         let Table { starts, roles } = self.markers.table(&ids, &positions, text)?;
         let starts = PyArray1::from_vec(py, starts.into_iter().map(|s| s as i64).collect());
-        PyTuple::new(py, [starts.into_any(), roles.into_pyobject(py)?.into_any()])
+        // a few names, each made once
+        let mut made: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
+        let names = PyList::empty(py);
+        for role in roles {
+            names.append(&*made.entry(role).or_insert_with(|| PyString::new(py, role)))?;
+        }
+        PyTuple::new(py, [starts.into_any(), names.into_any()])
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

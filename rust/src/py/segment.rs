@@ -208,6 +208,29 @@ impl Segmenter {
         Ok(self.table.as_ref().and_then(|t| t.table.text_bytes(&ids)).map(|b| PyBytes::new(py, &b)))
     }
 
+    /// Where each of `ids` starts in their decoded bytes, and where the last
+    /// ends (int64, one more entry than `ids`), from the byte table; None
+    /// without a table or for an id outside it.
+    fn id_offsets<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyArray1<i64>>>> {
+        let Some(table) = self.byte_table() else { return Ok(None) };
+        let h = extract(ids, "ids")?;
+        let r = h.raw();
+        let out = run(py, r.len(), || {
+            r.normalize().map(|ids| {
+                let mut out = Vec::with_capacity(ids.len() + 1);
+                let mut at = 0i64;
+                out.push(0);
+                for &id in ids.iter() {
+                    at += table.bytes(id)?.len() as i64;
+                    out.push(at);
+                }
+                Some(out)
+            })
+        })
+        .map_err(|e| id_error(py, "ids", &e))?;
+        Ok(out.map(|v| PyArray1::from_vec(py, v)))
+    }
+
     /// The boundary ids, sorted.
     #[getter]
     fn boundary_ids(&self) -> Vec<u32> {
