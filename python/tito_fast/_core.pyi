@@ -742,7 +742,7 @@ class SessionChecker:
         the session's ids, and a `CheckedSession` (what the diagnosis needs of the record; it renders
         the message prefixes)."""
     def check_rows(
-        self, rows: list[dict[str, Any]], sizes: list[int], *, threads: int | None = None
+        self, rows: list[dict[str, Any]], *, threads: int | None = None
     ) -> list[
         tuple[str, str | None, int, int, str | None]
         | tuple[str, str, str | None, str]
@@ -750,8 +750,7 @@ class SessionChecker:
         | None
     ]:
         """`check_lines` for rows (dicts of a Parquet dump's columns: messages, tools and
-        metadata as JSON text, ids as arrays or lists), read by `read_dump_row`'s rules;
-        `sizes`: each row's bytes (`tito_fast.score.dump.row_sizes`)."""
+        metadata as JSON text, ids as arrays or lists), read by `read_dump_row`'s rules."""
     def explain(self, line: bytes) -> str | None:
         """Why the check hands `line` to the Python path (None: it takes it)."""
 

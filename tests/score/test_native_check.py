@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, write_parquet
+from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, to_arrow, write_parquet
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
 from tito_fast.testing import fixtures
@@ -158,7 +158,7 @@ def test_native_rows_equal_python_path(dump: Path, fixture: str, family: str, tm
     write_parquet(pq_path, records)
     rows = [r for r in parquet_rows(pq_path, 7) if isinstance(r, RawRow)]
     assert len(rows) == len(records) and all(type(r.data["token_ids"]).__name__ == "ndarray" for r in rows)
-    outcomes = scorer.native.check_rows([r.data for r in rows], [r.size for r in rows], threads=2)
+    outcomes = scorer.native.check_rows([r.data for r in rows], threads=2)
     assert all(o is not None for o in outcomes)  # every row taken on natively
     assert {o[0] for o in outcomes if o is not None} == {"clean", "differs"}
     native = run_score(pq_path, scorer=scorer, threads=2)
@@ -240,3 +240,32 @@ def test_rows_read_their_ids_in_place_as_lists_would(ids_type: str) -> None:
     with_null = pa.table({"token_ids": pa.array([[1, None]], typ)})
     floats = pa.table({"token_ids": pa.array([[1.0]], pa.list_(pa.float64()))})
     assert batch_dicts(with_null) == [{"token_ids": [1, None]}] and batch_dicts(floats) == [{"token_ids": [1.0]}]
+
+
+def test_a_records_ids_do_not_raise_the_renderers_limits(tmp_path: Path) -> None:
+    """The renderer's limits grow with what it renders (messages, tools), on
+    every path: a template that runs out of fuel on a record is a
+    `template_limit` bad record whether the record comes as a JSONL line, a
+    Parquet row or a Ray batch, however many ids it holds."""
+    tmpl = (
+        "{% set L = (messages[-1].content|length) %}{% if L > 500 %}{% for a in range(L) %}"
+        "{% for b in range(L) %}{% endfor %}{% endfor %}{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    )
+    tok = fixtures.load_tokenizer("qwen3")
+    native = Scorer(tok, "qwen3", chat_template=tmpl)
+    assert native.native is not None, native.native_reason
+    python = Scorer(tito=native.tito)
+    python.native = None
+    rows = [{"session_id": "s", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "y" * 2000}],
+             "token_ids": [100] * 300_000}]  # fmt: skip
+    write_parquet(tmp_path / "d.parquet", rows)
+    (tmp_path / "d.jsonl").write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
+    for name in ("d.parquet", "d.jsonl"):
+        for scorer in (native, python):
+            run = run_score(tmp_path / name, scorer=scorer, on_error="skip", threads=1)
+            assert [b.code for b in run.bad] == ["template_limit"] and not run.results, (name, scorer.renderer)
+    from tito_fast.score import ray as score_ray
+
+    out = score_ray.score_batch(to_arrow(rows), native).to_pylist()
+    assert not out[0]["ok"] and "limit of the renderer" in out[0]["error"]

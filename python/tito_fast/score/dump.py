@@ -106,7 +106,8 @@ class RawRow:
     """One Parquet row not read yet (for the native session check, which reads
     it in Rust: `SessionChecker.check_rows`; `record()` reads it as
     `read_dump` would): `data` holds its columns (`batch_dicts`), `size` its
-    bytes (`row_sizes`), `default_id` its session id when it has none."""
+    bytes as the record bound counts them (`row_sizes`), `default_id` its
+    session id when it has none."""
 
     source: str
     default_id: str

@@ -160,7 +160,7 @@ def native_outcomes(scorer: Scorer, items: Sequence[Any], threads: int | None) -
     lines = [it.data for it in raw if isinstance(it, RawLine)]
     rows = [it for it in raw if isinstance(it, RawRow)]
     by_line = iter(scorer.native.check_lines(lines, threads=threads) if lines else [])
-    by_row = iter(scorer.native.check_rows([r.data for r in rows], [r.size for r in rows], threads=threads) if rows else [])
+    by_row = iter(scorer.native.check_rows([r.data for r in rows], threads=threads) if rows else [])
     return [next(by_line) if isinstance(it, RawLine) else next(by_row) for it in raw]
 
 

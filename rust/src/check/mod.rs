@@ -19,7 +19,7 @@ use crate::encoder::Encoder;
 use crate::merge::trimmed_len;
 use crate::record::json::{Map, Value};
 use crate::record::schema;
-use crate::template::{map, ChatTemplate, Limits, RenderFailure};
+use crate::template::{map, ChatTemplate, RenderFailure};
 use normalise::Normalise;
 pub use normalise::ToolPolicy;
 
@@ -70,8 +70,6 @@ pub struct Differing {
     pub actual: Vec<u32>,
     messages: Vec<T>,
     tools: T,
-    /// The line's bytes (the renderer's limits grow with it).
-    size: usize,
 }
 
 impl Differing {
@@ -90,26 +88,22 @@ impl Differing {
             let m = normalise::message(messages.len(), m, Normalise::TEMPLATE).map_err(RenderFailure::Unsupported)?;
             messages.push(map_template(&m).map_err(|why| RenderFailure::Unsupported(why.to_string()))?);
         }
-        render(template, setup, messages, self.tools.clone(), self.size)
+        render(template, setup, messages, self.tools.clone())
     }
 }
 
 /// The render of `messages` and `tools` (template values of the normalised
 /// ones) with the setup's variables and no generation prompt: the one
-/// context the check and the diagnosis's prefix renders build.
-fn render(
-    template: &ChatTemplate,
-    setup: &CheckSetup,
-    messages: Vec<T>,
-    tools: T,
-    size: usize,
-) -> Result<String, RenderFailure> {
+/// context the check and the diagnosis's prefix renders build, under the
+/// limits for its size, as every render of the Python path is
+/// ([`ChatTemplate::render`]: the ids of a record do not raise them).
+fn render(template: &ChatTemplate, setup: &CheckSetup, messages: Vec<T>, tools: T) -> Result<String, RenderFailure> {
     let mut ctx: Vec<(&str, T)> = setup.variables.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     ctx.push(("messages", T::from(messages)));
     ctx.push(("tools", tools));
     ctx.push(("documents", T::from(())));
     ctx.push(("add_generation_prompt", T::from(false)));
-    template.render_limited(map(ctx), Limits::for_size(size))
+    template.render(map(ctx))
 }
 
 type Step<T> = Result<T, &'static str>;
@@ -135,25 +129,17 @@ fn map_template(m: &Map) -> Step<T> {
 
 /// Check one JSONL line of a dump.
 pub fn check_line(line: &[u8], template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> LineOutcome {
-    check_read(schema::dump_line(line), line.len(), template, encoder, setup)
+    check_read(schema::dump_line(line), template, encoder, setup)
 }
 
-/// Check one row of a dump (a Parquet row's values, its texts JSON text),
-/// of `size` bytes (`tito_fast.score.dump.row_sizes`).
-pub fn check_row(
-    row: Value,
-    size: usize,
-    template: &ChatTemplate,
-    encoder: &Encoder,
-    setup: &CheckSetup,
-) -> LineOutcome {
-    check_read(schema::dump_record(row, true), size, template, encoder, setup)
+/// Check one row of a dump (a Parquet row's values, its texts JSON text).
+pub fn check_row(row: Value, template: &ChatTemplate, encoder: &Encoder, setup: &CheckSetup) -> LineOutcome {
+    check_read(schema::dump_record(row, true), template, encoder, setup)
 }
 
 /// Check a record as the one reader read it (or its verdict on a bad one).
 fn check_read(
     read: Result<schema::DumpRecord, schema::Bad>,
-    size: usize,
     template: &ChatTemplate,
     encoder: &Encoder,
     setup: &CheckSetup,
@@ -167,7 +153,7 @@ fn check_read(
         return LineOutcome::Python("a family that is not the scorer's");
     }
     let session_id = rec.session_id.clone();
-    match check(rec, size, template, encoder, setup) {
+    match check(rec, template, encoder, setup) {
         Ok(outcome) => outcome,
         Err(Failed::Python(why)) => LineOutcome::Python(why),
         Err(Failed::Limit(m)) => LineOutcome::Bad {
@@ -191,10 +177,8 @@ impl From<&'static str> for Failed {
     }
 }
 
-/// `size`: the line's bytes, at least its texts' (the renderer's limits grow with it).
 fn check(
     rec: schema::DumpRecord,
-    size: usize,
     template: &ChatTemplate,
     encoder: &Encoder,
     setup: &CheckSetup,
@@ -213,7 +197,7 @@ fn check(
     if rec.token_ids.iter().any(|&id| id >= setup.vocab_size) {
         return Err("a token id outside the vocabulary".into());
     }
-    let text = render(template, setup, messages.clone(), tool_defs.clone(), size).map_err(|f| match f {
+    let text = render(template, setup, messages.clone(), tool_defs.clone()).map_err(|f| match f {
         RenderFailure::Limit(m) => Failed::Limit(m),
         _ => Failed::Python("the native render failed"),
     })?;
@@ -237,6 +221,5 @@ fn check(
         actual,
         messages,
         tools: tool_defs,
-        size,
     })))
 }

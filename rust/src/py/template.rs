@@ -284,34 +284,20 @@ impl SessionChecker {
 
     /// `check_lines` for rows (dicts of a Parquet dump's columns: messages,
     /// tools and metadata as JSON text, ids as arrays or lists), read by the
-    /// one reader's row rules (`read_dump_row`); `sizes`: each row's bytes
-    /// (`tito_fast.score.dump.row_sizes`), which set the renderer's limits.
-    #[pyo3(signature = (rows, sizes, *, threads = None))]
-    fn check_rows(
-        slf: &Bound<'_, Self>,
-        rows: &Bound<'_, PyList>,
-        sizes: Vec<usize>,
-        threads: Option<i64>,
-    ) -> PyResult<Vec<Py<PyAny>>> {
+    /// one reader's row rules (`read_dump_row`).
+    #[pyo3(signature = (rows, *, threads = None))]
+    fn check_rows(slf: &Bound<'_, Self>, rows: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
         use rayon::prelude::*;
         let py = slf.py();
         let this = slf.get();
-        if sizes.len() != rows.len() {
-            return Err(PyValueError::new_err(format!(
-                "argument 'sizes': {} sizes for {} rows",
-                sizes.len(),
-                rows.len()
-            )));
-        }
         let read: Vec<_> = rows.iter().map(|row| row_value(&row)).collect();
         let threads = threads_arg(threads)?;
         let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
         let outcomes: Vec<LineOutcome> = py.detach(|| {
             with_threads(threads, || {
                 read.into_par_iter()
-                    .zip(sizes)
-                    .map(|(row, size)| match row {
-                        Ok(v) => check_row(v, size, tmpl, enc, setup),
+                    .map(|row| match row {
+                        Ok(v) => check_row(v, tmpl, enc, setup),
                         Err(bad) => LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
                     })
                     .collect()
