@@ -467,7 +467,12 @@ def batch_rows(batch: Any, source: Callable[[int], str], first: int = 0) -> Iter
     """The rows of a pyarrow Table or RecordBatch in a dump's or capture's
     layout, unread (`RawRow`; row i's source is `source(i)`, its default
     session id `first + i`); a row over `MAX_RECORD_BYTES` is a `BadRecord`
-    (code `too_large`), never read into Python."""
+    (code `too_large`), never read into Python.
+
+    Example:
+        >>> [r.source for r in batch_rows(table, lambda i: f"row {i}")]  # doctest: +SKIP
+        ['row 0', 'row 1']
+    """
     sizes = row_sizes(batch)
     big = sizes > MAX_RECORD_BYTES
     if big.any():
@@ -491,7 +496,13 @@ def batch_dicts(batch: Any) -> list[dict[str, Any]]:
     """The rows of a pyarrow Table or RecordBatch as dicts of Python values,
     except the id columns (`ID_COLUMNS`) of integer lists without null ids:
     each row's ids are a numpy view of the Arrow buffer (None for a null
-    list), never a Python int per id. The one reader reads either form alike."""
+    list), never a Python int per id. The one reader reads either form alike.
+
+    Example:
+        >>> import pyarrow as pa  # doctest: +SKIP
+        >>> batch_dicts(pa.table({"session_id": ["a"], "token_ids": [[1, 2]]}))  # doctest: +SKIP
+        [{'session_id': 'a', 'token_ids': array([1, 2])}]
+    """
     names = batch.schema.names
     views = {n: _id_views(batch.column(n)) for n in names if n in ID_COLUMNS}
     cols: dict[str, Any] = {n: v for n, v in views.items() if v is not None}
@@ -525,7 +536,12 @@ def _read_parquet(p: Path, batch_size: int) -> Iterator[Record | BadRecord]:
 def read_dump_raw(path: str | Path) -> Iterator[RawLine | RawRow | BadRecord]:
     """The records of a dump unread, for the native session check: a JSONL
     dump's non-blank lines (`read_dump_lines`), a Parquet dump's rows
-    (`parquet_rows`)."""
+    (`parquet_rows`).
+
+    Example:
+        >>> next(read_dump_raw("examples/qwen3_dump.jsonl")).source  # doctest: +SKIP
+        'qwen3_dump.jsonl:1'
+    """
     p = Path(path)
     if dump_format(p) == "parquet":
         yield from parquet_rows(p, 256, ("messages", "token_ids"))
