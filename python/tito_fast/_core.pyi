@@ -32,6 +32,7 @@ __all__ = [
     "ROLES",
     "ROLE_ALIASES",
     "ROLE_PROBE_IDS",
+    "ID_FIELDS",
     "RoleMarkers",
     "VERDICT_UNKNOWN",
     "VERDICT_SAME_TEXT",
@@ -72,6 +73,8 @@ ROLE_ALIASES: Final[dict[str, str]]
 """Other names of the roles (`"model"` -> `"assistant"`)."""
 ROLE_PROBE_IDS: Final[int]
 """Ids decoded after a named marker to read the role name."""
+ID_FIELDS: Final[tuple[str, ...]]
+"""The record fields that hold token ids (dumps' and captures')."""
 
 
 #: A dump record as the one reader gives it: ("ok", session_id | None, family | None,

@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from tito_fast import _deps
 from tito_fast._core import read_dump_lines as _core_read_lines
-from tito_fast._core import read_dump_row
+from tito_fast._core import ID_FIELDS, read_dump_row
 from tito_fast.errors import DumpError
 from tito_fast.score.outputs import Output
 
@@ -406,7 +406,7 @@ def parquet_rows(p: Path, batch_size: int, required: tuple[str, ...] = ()) -> It
             row += rows
             continue
         for batch in _batches(pf, p, group, batch_size, row):
-            yield from _batch_rows(p, batch, row)
+            yield from batch_rows(batch, lambda i: f"{p.name}:row {row + i}", row)  # consumed before `row` moves on
             row += batch.num_rows
 
 
@@ -457,12 +457,6 @@ def _batches(pf: Any, p: Path, group: int, batch_size: int, row: int) -> Iterato
         row += batch.num_rows
 
 
-def _batch_rows(p: Path, batch: Any, row: int) -> Iterator[RawRow | BadRecord]:
-    """The rows of one record batch (the first is row `row` of the file),
-    those over `MAX_RECORD_BYTES` as `BadRecord`s."""
-    yield from batch_rows(batch, lambda i: f"{p.name}:row {row + i}", row)
-
-
 def batch_rows(batch: Any, source: Callable[[int], str], first: int = 0) -> Iterator[RawRow | BadRecord]:
     """The rows of a pyarrow Table or RecordBatch in a dump's or capture's
     layout, unread (`RawRow`; row i's source is `source(i)`, its default
@@ -488,8 +482,8 @@ def batch_rows(batch: Any, source: Callable[[int], str], first: int = 0) -> Iter
             yield RawRow(source(i), str(first + i), d, int(sizes[i]))
 
 
-#: The columns that hold token ids: read in place (`batch_dicts`).
-ID_COLUMNS = ("token_ids", "prompt_ids", "completion_ids")
+#: The columns that hold token ids: read in place (`batch_dicts`); the one reader's id fields.
+ID_COLUMNS: tuple[str, ...] = ID_FIELDS
 
 
 def batch_dicts(batch: Any) -> list[dict[str, Any]]:

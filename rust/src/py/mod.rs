@@ -93,6 +93,10 @@ mod _core {
         m.add("ROLES", pyo3::types::PyTuple::new(py, crate::roles::ROLES)?)?;
         m.add("ROLE_ALIASES", crate::roles::ALIASES.iter().copied().collect::<std::collections::HashMap<_, _>>())?;
         m.add("ROLE_PROBE_IDS", crate::roles::PROBE_IDS)?;
+        // The record fields that hold token ids, named once (in crate::record::schema).
+        let ids: Vec<&str> =
+            crate::record::schema::DUMP_IDS.iter().chain(crate::record::schema::CALL_IDS).copied().collect();
+        m.add("ID_FIELDS", pyo3::types::PyTuple::new(py, ids)?)?;
         // The comparator's verdict codes, named once (in crate::vocab::Verdict).
         for (verdict, name) in crate::vocab::Verdict::ALL {
             m.add(format!("VERDICT_{name}"), verdict as i8)?;

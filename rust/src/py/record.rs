@@ -254,7 +254,7 @@ pub(crate) fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
     let mut m = Map::new();
     for (k, v) in d.iter() {
         let key: String = k.extract().map_err(|_| bad("the record has a key that is not a string".into()))?;
-        let ids = if ID_KEYS.contains(&key.as_str()) { id_value(&v) } else { None };
+        let ids = if schema::DUMP_IDS.iter().chain(schema::CALL_IDS).any(|k| *k == key) { id_value(&v) } else { None };
         let value = match ids {
             Some(ids) => ids,
             None => py_to_value(&v, 1).map_err(|m| bad(format!("'{key}' holds {m}")))?,
@@ -263,9 +263,6 @@ pub(crate) fn row_value(row: &Bound<'_, PyAny>) -> Result<Value, Bad> {
     }
     Ok(Value::Map(m))
 }
-
-/// The columns of a row that hold token ids.
-const ID_KEYS: [&str; 3] = ["token_ids", "prompt_ids", "completion_ids"];
 
 /// Valid token ids (a numpy or Arrow array read in place, a list of ints) as
 /// one value, without a Python int per id; None for anything else (then the
