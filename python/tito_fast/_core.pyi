@@ -57,6 +57,7 @@ __all__ = [
     "check_call_texts",
     "normalize_messages",
     "canonical_tools",
+    "keep_freed_memory",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -137,6 +138,18 @@ def check_call_texts(messages: list[Any], tools: list[Any], metadata: list[Any])
     Example:
         >>> from tito_fast._core import check_call_texts
         >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None], [None, None])[0] is None
+        True
+    """
+def keep_freed_memory(trim_bytes: int, mmap_bytes: int) -> bool:
+    """Ask glibc's malloc to keep freed memory for reuse: blocks up to
+    `mmap_bytes` come from its heap, and up to `trim_bytes` of free heap are
+    kept rather than handed back to the system (`mallopt`). The `tito-fast`
+    command calls it for its own process; False where the allocator is not
+    glibc's (nothing changed).
+
+    Example:
+        >>> from tito_fast._core import keep_freed_memory
+        >>> keep_freed_memory(256 << 20, 32 << 20)  # doctest: +SKIP
         True
     """
 def bad_record_codes() -> list[tuple[str, str]]:

@@ -44,9 +44,12 @@ pub const MAX_POOLS: usize = 4;
 /// The most threads one pool gets, whatever a caller asks for.
 pub const MAX_THREADS: usize = 256;
 
-/// The cores this process may run on (1 when unknown).
+/// The cores this process may run on (1 when unknown), read once per
+/// process: reading them means reading the cgroup's files (tens of µs), and
+/// every pool lookup asks.
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// The threads a pool asked for `threads` gets: at least 1, at most the

@@ -77,6 +77,22 @@ mod _core {
 
     use pyo3::prelude::*;
 
+    /// Ask the C allocator (glibc's malloc) to keep freed memory for reuse:
+    /// blocks up to `mmap_bytes` come from its heap, and up to `trim_bytes`
+    /// of free heap are kept instead of being handed back to the system.
+    /// The `tito-fast` command calls it for its own process: a differing
+    /// session's render and ids live until its diagnosis, and memory handed
+    /// back is faulted in again page by page for the next batch. Returns
+    /// False where the allocator is not glibc's (nothing is changed).
+    ///
+    /// Example:
+    ///     >>> _core.keep_freed_memory(256 << 20, 32 << 20)  # doctest: +SKIP
+    ///     True
+    #[pyfunction]
+    fn keep_freed_memory(trim_bytes: u32, mmap_bytes: u32) -> bool {
+        super::keep_freed_memory(trim_bytes, mmap_bytes)
+    }
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
@@ -103,4 +119,25 @@ mod _core {
         }
         Ok(())
     }
+}
+
+/// See `_core.keep_freed_memory`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory(trim_bytes: u32, mmap_bytes: u32) -> bool {
+    // glibc's <malloc.h>: mallopt's parameters
+    const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
+    const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
+    extern "C" {
+        fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    let (Ok(trim), Ok(mmap)) = (std::ffi::c_int::try_from(trim_bytes), std::ffi::c_int::try_from(mmap_bytes)) else {
+        return false;
+    };
+    // SAFETY: mallopt takes two ints and only changes the allocator's settings.
+    unsafe { mallopt(M_TRIM_THRESHOLD, trim) == 1 && mallopt(M_MMAP_THRESHOLD, mmap) == 1 }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_freed_memory(_trim_bytes: u32, _mmap_bytes: u32) -> bool {
+    false
 }
