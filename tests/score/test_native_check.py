@@ -269,3 +269,19 @@ def test_a_records_ids_do_not_raise_the_renderers_limits(tmp_path: Path) -> None
 
     out = score_ray.score_batch(to_arrow(rows), native).to_pylist()
     assert not out[0]["ok"] and "limit of the renderer" in out[0]["error"]
+
+
+@pytest.mark.parametrize("threads", [1, 2, None])
+def test_a_batch_is_checked_a_chunk_at_a_time_with_the_same_results(threads: int | None) -> None:
+    # `score_batch` checks `native_chunk(threads)` lines at a time (a differing
+    # session's render and ids live until its diagnosis): the chunks change nothing
+    from tito_fast.score import run
+
+    scorer = _scorer("qwen3", "qwen3", "full")
+    size = run.native_chunk(threads)
+    lines = list(read_dump_lines(DUMPS[0][0]))
+    items = (lines * (size // len(lines) + 2))[: 2 * size + 3]  # more than one chunk, the last one short
+    assert size >= run.NATIVE_PER_THREAD and len(items) > size and len(items) % size
+    whole = run.score_batch(scorer, items, threads)
+    one_by_one = [r for it in items for r in run.score_batch(scorer, [it], threads)]
+    assert _plain(whole) == _plain(one_by_one) and len(whole) == len(items)
