@@ -15,6 +15,7 @@ chains are asserted. Sessions: `TITO_FAST_BENCH_FOREST_SESSIONS` (default
 from __future__ import annotations
 
 import functools
+import gc
 import os
 from typing import Any
 
@@ -49,17 +50,17 @@ def _session(seed: int, calls: int) -> list[tuple[np.ndarray, np.ndarray, np.nda
 
 
 @functools.cache
-def _data(n: int, calls: int) -> tuple[Any, list[list[tuple[list[int], list[int], list[float]]]]]:
+def _table(n: int, calls: int) -> Any:
+    """The calls of `n` sessions as an Arrow table (uint32 list columns), as a capture file gives them."""
     import pyarrow as pa
 
-    sessions = [_session(s, calls) for s in range(n)]
-    rows = [(s, k, p, c, lp) for s, cs in enumerate(sessions) for k, (p, c, lp) in enumerate(cs)]
+    rows = [(s, k, p, c, lp) for s in range(n) for k, (p, c, lp) in enumerate(_session(s, calls))]
 
     def column(parts: list[np.ndarray], dtype: Any) -> Any:
         offsets = np.concatenate([[0], np.cumsum([len(x) for x in parts])]).astype(np.int64)
         return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(parts).astype(dtype)))
 
-    table = pa.table(
+    return pa.table(
         {
             "session_id": [f"s{s}" for s, *_ in rows],
             "call_index": [k for _, k, *_ in rows],
@@ -68,26 +69,33 @@ def _data(n: int, calls: int) -> tuple[Any, list[list[tuple[list[int], list[int]
             "completion_logprobs": column([r[4] for r in rows], np.float32),
         }
     )
-    lists = [[(p.tolist(), c.tolist(), lp.tolist()) for p, c, lp in cs] for cs in sessions]
-    return table, lists
+
+
+def _lists(n: int, calls: int) -> list[list[tuple[list[int], list[int], list[float]]]]:
+    """The same sessions as Python lists, the plain algorithm's input. Made for
+    each use and never cached: at 10,000 sessions they take gigabytes, and kept
+    alive they would slow every other run of the process (its page faults)."""
+    return [[(p.tolist(), c.tolist(), lp.tolist()) for p, c, lp in _session(s, calls)] for s in range(n)]
 
 
 @pytest.mark.parametrize("impl", ["python", "tito_fast_arrow"])
 def bench_forest(benchmark: Any, full_size: bool, impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
     n = int(os.environ.get("TITO_FAST_BENCH_FOREST_SESSIONS", "1000")) if full_size else 4
     calls = 50 if full_size else 20
-    table, lists = _data(n, calls)
+    table = _table(n, calls)
     monkeypatch.setattr("tito_fast.chains.core._family", lambda tok, fam: _Family([END], 1, [B], None, None))
     benchmark.group = f"assemble {n:,} interleaved-agent sessions of {calls} calls"
     benchmark.extra_info.update(sessions=n, calls=table.num_rows)
     rounds = {"rounds": 5 if impl != "python" else 1, "iterations": 1, "warmup_rounds": 1 if impl != "python" else 0}
     if impl == "python":
+        lists = _lists(n, calls)
+        gc.collect()  # the input's objects made and settled before the clock starts, as when loaded earlier
         out = benchmark.pedantic(lambda: [ref.assemble_session(s, trim={END}, max_trim=1, realign_window=8, boundary={B}) for s in lists], **rounds)
         benchmark.extra_info["chains"] = sum(len(o["chains"]) for o in out)
         return
     a = benchmark.pedantic(lambda: assemble(table), **rounds)
     benchmark.extra_info["chains"] = a.summary.chains
-    for s, log in enumerate(lists[:50]):  # the same chains as the spec's algorithm
+    for s, log in enumerate(_lists(min(n, 50), calls)):  # the same chains as the spec's algorithm
         want = ref.assemble_session(log, trim={END}, max_trim=1, realign_window=8, boundary={B})
         assert [c.ids.tolist() for c in a.sessions[f"s{s}"]] == [c["ids"] for c in want["chains"]]
         assert [(c.parent, c.shared) for c in a.sessions[f"s{s}"]] == [(c["parent"], c["shared"]) for c in want["chains"]]
