@@ -58,6 +58,7 @@ __all__ = [
     "normalize_messages",
     "canonical_tools",
     "keep_freed_memory",
+    "pool_size",
 ]
 
 _TokenIds: TypeAlias = "Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]] | TokenBuffer | Iterable[SupportsIndex]"
@@ -140,12 +141,22 @@ def check_call_texts(messages: list[Any], tools: list[Any], metadata: list[Any])
         >>> check_call_texts(['[{"role": "user"}]', "[1"], [None, None], [None, None])[0] is None
         True
     """
+def pool_size(threads: int | None = None) -> int:
+    """The threads a call asked for `threads` runs on (None: one per core): at
+    least 1, at most the cores this process may use (its CPU affinity and
+    cgroup quota) and 256. Raises ValueError for a count below 1.
+
+    Example:
+        >>> from tito_fast._core import pool_size
+        >>> pool_size(1)
+        1
+    """
 def keep_freed_memory(trim_bytes: int, mmap_bytes: int) -> bool:
     """Ask glibc's malloc to keep freed memory for reuse: blocks up to
     `mmap_bytes` come from its heap, and up to `trim_bytes` of free heap are
     kept rather than handed back to the system (`mallopt`). The `tito-fast`
-    command calls it for its own process; False where the allocator is not
-    glibc's (nothing changed).
+    command calls it for its own process. False when this is not a glibc
+    build (nothing changed) or glibc refused a value.
 
     Example:
         >>> from tito_fast._core import keep_freed_memory

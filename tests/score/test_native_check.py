@@ -272,16 +272,28 @@ def test_a_records_ids_do_not_raise_the_renderers_limits(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("threads", [1, 2, None])
-def test_a_batch_is_checked_a_chunk_at_a_time_with_the_same_results(threads: int | None) -> None:
+def test_a_batch_is_checked_a_chunk_at_a_time_with_the_same_results(threads: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     # `score_batch` checks `native_chunk(threads)` lines at a time (a differing
     # session's render and ids live until its diagnosis): the chunks change nothing
+    from tito_fast import _core
     from tito_fast.score import run
 
+    monkeypatch.setattr(run, "NATIVE_PER_THREAD", 2)  # a few lines a chunk, whatever the machine's cores
     scorer = _scorer("qwen3", "qwen3", "full")
     size = run.native_chunk(threads)
+    assert size == 2 * _core.pool_size(threads)
     lines = list(read_dump_lines(DUMPS[0][0]))
     items = (lines * (size // len(lines) + 2))[: 2 * size + 3]  # more than one chunk, the last one short
-    assert size >= run.NATIVE_PER_THREAD and len(items) > size and len(items) % size
+    checked: list[int] = []
+    outcomes = run.native_outcomes
+
+    def recorded(sc: Scorer, its: list[Any], th: int | None) -> list[Any]:
+        checked.append(len(its))
+        return outcomes(sc, its, th)
+
+    monkeypatch.setattr(run, "native_outcomes", recorded)
     whole = run.score_batch(scorer, items, threads)
+    n = len(items)
+    assert checked == [size] * (n // size) + [n % size] and n % size  # every chunk full but the last
     one_by_one = [r for it in items for r in run.score_batch(scorer, [it], threads)]
     assert _plain(whole) == _plain(one_by_one) and len(whole) == len(items)

@@ -382,6 +382,8 @@ def _say(ns: argparse.Namespace, text: str) -> None:
 def _score(ns: argparse.Namespace) -> int:
     from tito_fast.score.files import ScoreOptions, score_files
 
+    if _AS_COMMAND:
+        keep_freed_memory()
     if ns.out is not None and Path(ns.out).suffix not in SUFFIXES:
         raise UsageError(f"--out {ns.out}: name it .jsonl or .parquet")
     _check_outputs(
@@ -565,22 +567,31 @@ def _assemble(ns: argparse.Namespace) -> int:
 
 
 #: What the command's own process keeps of freed memory (`_core.keep_freed_memory`):
-#: up to 256 MiB of free heap, and blocks up to 32 MiB (glibc's largest) from the heap.
+#: up to 256 MiB of free heap, and blocks up to 32 MiB from the heap (the
+#: ceiling of glibc's own sliding threshold).
 KEEP_FREED = (256 << 20, 32 << 20)
+
+
+#: Whether `cli` runs as the `tito-fast` command (`main`): then `score` may
+#: change what its own process does (`keep_freed_memory`); a library user's
+#: or a test's `cli(...)` changes nothing of the process it runs in.
+_AS_COMMAND = False
 
 
 def main() -> None:
     """Entry point of the `tito-fast` script."""
-    keep_freed_memory()
+    global _AS_COMMAND
+    _AS_COMMAND = True
     raise SystemExit(cli(*sys.argv[1:]))
 
 
 def keep_freed_memory(env: Mapping[str, str] = os.environ) -> bool:
-    """Have this process's C allocator keep freed memory (`KEEP_FREED`): a
-    differing session's render and ids live until its diagnosis, and memory
-    handed back to the system is faulted in again, page by page, by the next
-    batch (on a 2-core VM that made a differing session's check 0.2 ms
-    dearer than a clean one's). Settings a user gave glibc
+    """Have this process's C allocator keep freed memory (`KEEP_FREED`), as
+    `tito-fast score` does: a differing session's render and ids live until
+    its diagnosis, and memory handed back to the system is faulted in again,
+    page by page, by the next batch (on a 2-core VM that made a differing
+    session's check 0.2 ms dearer than a clean one's; `assemble` showed no
+    gain, so only `score` asks). Settings a user gave glibc
     (`GLIBC_TUNABLES=glibc.malloc.*`, `MALLOC_*_` variables) are kept."""
     if "glibc.malloc." in env.get("GLIBC_TUNABLES", "") or any(k.startswith("MALLOC_") and k.endswith("_") for k in env):
         return False

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tito_fast._core import CheckedSession, json_loads
+from tito_fast._core import CheckedSession, json_loads, pool_size
 from tito_fast.chat.identify import family_of_tokenizer
 from tito_fast.chat.presets import FAMILIES
 from tito_fast.errors import (
@@ -299,10 +299,9 @@ NATIVE_PER_THREAD = 8
 
 
 def native_chunk(threads: int | None) -> int:
-    """Lines or rows the native check takes at once on `threads` threads (None: every core)."""
-    if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return NATIVE_PER_THREAD * max(1, threads)
+    """Lines or rows the native check takes at once on `threads` threads (None:
+    every core), by the threads the check really gets (`_core.pool_size`)."""
+    return NATIVE_PER_THREAD * pool_size(threads)
 
 
 def _local_plan(dump: str | Path, total: int, scorer: Scorer, threads: int | None) -> _Plan:

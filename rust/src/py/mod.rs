@@ -83,7 +83,8 @@ mod _core {
     /// The `tito-fast` command calls it for its own process: a differing
     /// session's render and ids live until its diagnosis, and memory handed
     /// back is faulted in again page by page for the next batch. Returns
-    /// False where the allocator is not glibc's (nothing is changed).
+    /// False when this is not a glibc build (nothing is changed) or glibc
+    /// refused a value.
     ///
     /// Example:
     ///     >>> _core.keep_freed_memory(256 << 20, 32 << 20)  # doctest: +SKIP
@@ -91,6 +92,22 @@ mod _core {
     #[pyfunction]
     fn keep_freed_memory(trim_bytes: u32, mmap_bytes: u32) -> bool {
         super::keep_freed_memory(trim_bytes, mmap_bytes)
+    }
+
+    /// The threads a call asked for `threads` runs on (None: one per core):
+    /// at least 1, at most the cores this process may use (its CPU
+    /// affinity and cgroup quota) and 256. Raises ValueError for a count
+    /// below 1, as every call taking `threads` does.
+    ///
+    /// Example:
+    ///     >>> from tito_fast._core import pool_size
+    ///     >>> pool_size(1)
+    ///     1
+    #[pyfunction]
+    #[pyo3(signature = (threads = None))]
+    fn pool_size(threads: Option<i64>) -> PyResult<usize> {
+        let threads = super::threads_arg(threads)?;
+        Ok(crate::batch::pool_size(threads.unwrap_or_else(crate::batch::cores)))
     }
 
     #[pymodule_init]
