@@ -97,7 +97,7 @@ impl Markers {
     /// The positions of every marker in `ids` (the O(n) pass).
     #[must_use]
     pub fn positions(&self, ids: &[u32]) -> Vec<usize> {
-        self.all.positions(ids)
+        ids.iter().enumerate().filter(|(_, &id)| self.all.contains(id)).map(|(p, _)| p).collect()
     }
 
     /// The table of `ids`, whose markers sit at `positions` ([`Markers::positions`]);

@@ -67,29 +67,6 @@ impl IdSet {
         self.bits.get((off / 64) as usize).is_some_and(|w| w & (1 << (off % 64)) != 0)
     }
 
-    /// The positions in `ids` of the set's members, in order. Runs of ids
-    /// below the smallest member (most of a sequence: boundary ids are
-    /// usually a vocabulary's highest) are skipped a block at a time, by a
-    /// comparison the compiler vectorises.
-    ///
-    /// ```
-    /// use tito_fast::segment::IdSet;
-    /// assert_eq!(IdSet::new(&[9, 7]).positions(&[1, 9, 2, 7, 8]), vec![1, 3]);
-    /// ```
-    #[must_use]
-    pub fn positions(&self, ids: &[u32]) -> Vec<usize> {
-        const BLOCK: usize = 32;
-        let mut out = Vec::new();
-        for (b, block) in ids.chunks(BLOCK).enumerate() {
-            if block.iter().fold(0, |m, &id| m.max(id)) < self.min {
-                continue;
-            }
-            let base = b * BLOCK;
-            out.extend(block.iter().enumerate().filter(|&(_, &id)| self.contains(id)).map(|(i, _)| base + i));
-        }
-        out
-    }
-
     /// Bytes the set holds (its table), for tests and memory accounting.
     #[must_use]
     pub fn table_bytes(&self) -> usize {
@@ -117,12 +94,14 @@ pub struct Segment {
 pub fn segment(ids: &[u32], boundary: &IdSet) -> Vec<Segment> {
     let mut out = Vec::new();
     let mut run_start = 0;
-    for i in boundary.positions(ids) {
-        if run_start < i {
-            out.push(Segment { start: run_start, end: i, special: false });
+    for (i, &id) in ids.iter().enumerate() {
+        if boundary.contains(id) {
+            if run_start < i {
+                out.push(Segment { start: run_start, end: i, special: false });
+            }
+            out.push(Segment { start: i, end: i + 1, special: true });
+            run_start = i + 1;
         }
-        out.push(Segment { start: i, end: i + 1, special: true });
-        run_start = i + 1;
     }
     if run_start < ids.len() {
         out.push(Segment { start: run_start, end: ids.len(), special: false });
@@ -176,31 +155,6 @@ mod tests {
             }
             for probe in [1u32, 6, 8, 151_644, 3_999_999_999, u32::MAX - 1] {
                 assert_eq!(set.contains(probe), ids.contains(&probe), "{ids:?} {probe}");
-            }
-        }
-    }
-
-    #[test]
-    fn positions_are_the_members_in_order() {
-        let mut x = 12_345u32;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x
-        };
-        for members in [vec![], vec![0], vec![151_643, 151_645], vec![5, 4_000_000_000], vec![u32::MAX]] {
-            let set = IdSet::new(&members);
-            for len in [0usize, 1, 31, 32, 33, 100, 1000] {
-                let ids: Vec<u32> = (0..len)
-                    .map(|_| match next() % 8 {
-                        0 if !members.is_empty() => members[next() as usize % members.len()],
-                        1 => 151_644,
-                        _ => next() % 160_000,
-                    })
-                    .collect();
-                let naive: Vec<usize> = (0..len).filter(|&i| set.contains(ids[i])).collect();
-                assert_eq!(set.positions(&ids), naive, "{members:?} {len}");
             }
         }
     }

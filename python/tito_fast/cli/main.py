@@ -39,9 +39,9 @@ import os
 import shutil
 import sys
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from tito_fast._core import __version__
