@@ -51,3 +51,24 @@ def test_glibc_takes_the_settings() -> None:
     code = "from tito_fast.cli.main import keep_freed_memory; print(keep_freed_memory({}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=dict(os.environ))
     assert out.stdout.strip() == "True"
+
+
+
+def test_the_command_asks_openblas_for_one_thread_before_numpy_is_imported() -> None:
+    """`tito_fast.__main__.main` (the script) sets OPENBLAS_NUM_THREADS before
+    anything imports numpy, unless the user set a thread count; importing the
+    package or its command line sets nothing."""
+    code = (
+        "import os, sys\n"
+        "import tito_fast.__main__ as m\n"
+        "print('numpy' in sys.modules)\n"
+        "import tito_fast.cli\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "c = sys.modules['tito_fast.cli.main']\n"
+        "c.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "m.main()\n"
+    )
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
+    for extra, want in [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "3"}, "None")]:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**base, **extra})
+        assert out.stdout.splitlines() == ["False", str(extra.get("OPENBLAS_NUM_THREADS")), want]
