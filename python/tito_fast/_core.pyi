@@ -8,7 +8,7 @@ object with `__array__` (torch CPU tensors, pyarrow arrays), a
 Every id must lie in [0, 2**32-1].
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Final, Self, SupportsIndex, TypeAlias, TypeVar, final, overload
 
 import numpy as np
@@ -46,6 +46,9 @@ __all__ = [
     "NativeTemplate",
     "SessionChecker",
     "CheckedSession",
+    "MessageBounds",
+    "block_messages",
+    "HISTORY_SENTINEL",
     "TemplateRenderError",
     "TemplateLimitError",
     "read_dump_lines",
@@ -77,6 +80,8 @@ ROLE_PROBE_IDS: Final[int]
 """Ids decoded after a named marker to read the role name."""
 ID_FIELDS: Final[tuple[str, ...]]
 """The record fields that hold token ids (dumps' and captures')."""
+HISTORY_SENTINEL: Final[str]
+"""The content of the user message a history render puts after a prefix (`MessageBounds`)."""
 
 
 #: A dump record as the one reader gives it: ("ok", session_id | None, family | None,
@@ -727,6 +732,65 @@ class CheckedSession:
     def render_prefix(self, k: int, *, then_user: str | None = None) -> bytes:
         """The render (UTF-8 bytes) of the first `k` messages, then a user message
         holding `then_user` when given. Raises `TemplateRenderError` / `TemplateLimitError`."""
+    def message_bounds(
+        self,
+        *,
+        render_prefix: Callable[[int], str | bytes] | None = None,
+        render_history: Callable[[int], str | bytes] | None = None,
+    ) -> MessageBounds:
+        """Which message each byte of the render belongs to: a `MessageBounds`
+        whose prefixes this session renders natively (the GIL released), with
+        what the check found already known (the first difference's message,
+        found on the check's threads); a prefix the native renderer hands to
+        jinja2 is rendered by `render_prefix(k)` (history: `render_history(k)`)."""
+
+@final
+class MessageBounds:
+    """Which message of a conversation each byte of its render belongs to,
+    from the renders of its message prefixes (see `tito_fast.compare.messages`;
+    the rule is written once, in `rust/src/bounds.rs`). Not to be shared
+    between threads.
+
+    Example:
+        >>> from tito_fast._core import MessageBounds
+        >>> b = MessageBounds(lambda k: "ab"[:k], 2, b"ab")
+        >>> b.message_at(0), b.message_at(1)
+        (0, 1)
+    """
+
+    def __new__(
+        cls,
+        render_prefix: Callable[[int], str | bytes],
+        n: int,
+        text: bytes,
+        *,
+        openers: list[bytes] | None = None,
+        first_role: str | None = None,
+        render_history: Callable[[int], str | bytes] | None = None,
+    ) -> Self: ...
+    @property
+    def n(self) -> int:
+        """How many messages."""
+    @property
+    def text(self) -> bytes:
+        """The render of all the messages (UTF-8)."""
+    def known(self) -> list[tuple[int, int]]:
+        """The prefix lengths known so far, `[(k, bytes), ...]`, by k."""
+    def prefix_len(self, k: int) -> int:
+        """Bytes of `text` that the render of `messages[:k]` covers."""
+    def message_at(self, byte: int, hint: int | None = None) -> int:
+        """The index of the message whose render holds byte `byte` of `text`
+        (-1: before any message); `hint`, a guess tried first."""
+
+def block_messages(block_roles: list[str], message_roles: list[str]) -> list[int] | None:
+    """A guess of the message each rendered block starts with, for
+    `MessageBounds.message_at`'s hint (None: neither count fits).
+
+    Example:
+        >>> from tito_fast._core import block_messages
+        >>> block_messages(["system", "user", "assistant"], ["user", "assistant"])
+        [-1, 0, 1]
+    """
 
 @final
 class SessionChecker:
@@ -754,6 +818,8 @@ class SessionChecker:
         trim_ids: list[int],
         vocab_size: int,
         family: str,
+        openers: list[bytes] | None = None,
+        segmenter: Segmenter | None = None,
     ) -> Self: ...
     def check_lines(
         self, lines: list[bytes], *, threads: int | None = None

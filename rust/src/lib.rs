@@ -17,12 +17,15 @@
 //!   the added-token split it shares with the score job.
 //! - [`roles`]: messages and their roles in an id sequence, from a chat
 //!   format's message markers.
+//! - [`bounds`]: which message each byte of a render belongs to, from the
+//!   renders of the conversation's message prefixes.
 //! - [`template`]: the native chat-template renderer (Jinja on minijinja,
 //!   rendering as transformers' jinja2 setup does).
 
 pub mod added;
 pub mod assemble;
 pub mod batch;
+pub mod bounds;
 pub mod bpe;
 pub mod buffer;
 pub mod check;

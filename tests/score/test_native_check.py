@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tito_fast._core import CheckedSession, TemplateRenderError
+from tito_fast.compare.messages import SENTINEL, MessageBounds
 from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, to_arrow, write_parquet
 from tito_fast.score.run import run_score
 from tito_fast.score.scorer import Scorer
@@ -297,3 +299,58 @@ def test_a_batch_is_checked_a_chunk_at_a_time_with_the_same_results(threads: int
     assert checked == [size] * (n // size) + [n % size] and n % size  # every chunk full but the last
     one_by_one = [r for it in items for r in run.score_batch(scorer, [it], threads)]
     assert _plain(whole) == _plain(one_by_one) and len(whole) == len(items)
+
+
+@pytest.mark.parametrize(("dump", "fixture", "family"), DUMPS, ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_the_checks_own_attribution_is_the_rules(dump: Path, fixture: str, family: str) -> None:
+    """The prefix lengths a differing session's check finds on its thread (the
+    first difference's message) are the ones `MessageBounds` finds from
+    scratch over the same renders, and jinja2 is asked only for a prefix the
+    native renderer does not render."""
+    scorer = _scorer(fixture, family, "fast")
+    assert scorer.native is not None
+    tracker = scorer.cmp.role_tracker
+    outcomes = scorer.native.check_lines([ln.data for ln in read_dump_lines(dump)])  # type: ignore[union-attr]
+    differing = [(o[1], o[-1]) for o in outcomes if o is not None and o[0] == "differs"]
+    assert differing
+    found = 0
+    for text, session in differing:
+        assert isinstance(text, bytes) and isinstance(session, CheckedSession)
+        asked: list[int] = []
+
+        def jinja(k: int) -> str:
+            asked.append(k)
+            raise ValueError("as jinja2 refuses it")  # (k = 0: the template reads messages[0])
+
+        bounds = session.message_bounds(render_prefix=jinja, render_history=jinja)
+        known = dict(bounds.known())
+        found += len(known) > 1
+        n = len(session.roles)
+        fresh = MessageBounds(
+            lambda k: session.render_prefix(k), n, text, openers=tracker.openers, first_role=session.roles[0],
+            render_history=lambda k: session.render_prefix(k, then_user=SENTINEL),
+        )  # fmt: skip
+        assert {k: fresh.prefix_len(k) for k in known} == known
+        assert [bounds.prefix_len(k) for k in range(n + 1)] == [fresh.prefix_len(k) for k in range(n + 1)]
+        for k in asked:  # jinja2 is asked only for what the native renderer hands over
+            with pytest.raises(TemplateRenderError):
+                session.render_prefix(k)
+    assert found == len(differing)  # every differing session's first difference was placed on its thread
+
+
+def test_message_bounds_over_python_callables_take_only_exceptions_as_refusals() -> None:
+    def render(k: int) -> str:
+        if k == 1:
+            raise ValueError("the template refuses one message")
+        if k == 3:
+            raise KeyboardInterrupt
+        return "ab"[:k]
+
+    b = MessageBounds(render, 2, b"ab")
+    assert (b.prefix_len(0), b.prefix_len(1), b.prefix_len(2)) == (0, 0, 2)  # refused: what the shorter prefix covers
+    assert b.message_at(-3) == -1 and b.message_at(5) == 1
+    with pytest.raises(KeyboardInterrupt):
+        b.prefix_len(3)
+    with pytest.raises(ValueError, match="argument 'k': must be >= 0"):
+        b.prefix_len(-1)
+    assert b.known() == [(0, 0), (1, 0), (2, 2)]

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError, common_prefix_len
+from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
@@ -238,7 +238,7 @@ class Scorer:
             return None, renderer.reason
         checker = SessionChecker(
             renderer.template, core, variables=t.template_variables, tool_policy=t.tool_policy, trim_ids=sorted(self._trim),
-            vocab_size=self.vocab_size, family=self.family,
+            vocab_size=self.vocab_size, family=self.family, openers=self.cmp.role_tracker.openers, segmenter=self.cmp.segmenter,
         )  # fmt: skip
         return checker, None
 
@@ -279,26 +279,25 @@ class Scorer:
                 record.append((rec.messages, rec.tools) if rec is not None else (sess.messages or [], sess.tools))
             return record[0]
 
-        def render(k: int, then_user: str | None) -> str | bytes:
-            if checked is not None:  # the native check's values: nothing read or converted again
-                try:
-                    return checked.render_prefix(k, then_user=then_user)
-                except TemplateRenderError:  # the Python path hands such a render to jinja2: so does this one
-                    pass
+        def render(k: int, then_user: str | None) -> str:
+            """The prefix rendered by the tokenizer's template (jinja2 where the native renderer does not render it)."""
             messages, tools = conversation()
             msgs = messages[:k] if then_user is None else history_messages(messages, k)
             return self.tito.apply_chat_template(msgs, add_generation_prompt=False, tools=tools)
 
-        def render_prefix(k: int) -> str | bytes:
+        def render_prefix(k: int) -> str:
             return render(k, None)
 
-        def render_history(k: int) -> str | bytes:
+        def render_history(k: int) -> str:
             return render(k, SENTINEL)
 
+        if checked is not None:  # the native check's values, nothing read or converted again: it renders natively
+            return checked.message_bounds(render_prefix=render_prefix, render_history=render_history), offsets
         tracker = self.cmp.role_tracker
-        openers = tracker.openers
         role0 = sess.roles[0] if sess.roles else None
-        bounds = MessageBounds(render_prefix, len(sess.roles), raw, openers=openers, first_role=role0, render_history=render_history)
+        bounds = MessageBounds(
+            render_prefix, len(sess.roles), raw, openers=tracker.openers, first_role=role0, render_history=render_history
+        )
         return bounds, offsets
 
     def check_record(self, record: Record) -> None:

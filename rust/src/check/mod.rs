@@ -15,11 +15,13 @@ pub mod normalise;
 
 use minijinja::Value as T;
 
+use crate::bounds::{block_messages, opener_starts, MessageBounds, Prefixes, SENTINEL};
 use crate::encoder::Encoder;
 use crate::merge::trimmed_len;
 use crate::record::json::{Map, Value};
 use crate::record::schema;
 use crate::template::{map, ChatTemplate, RenderFailure};
+use crate::vocab::ByteTable;
 use normalise::Normalise;
 pub use normalise::ToolPolicy;
 
@@ -34,6 +36,12 @@ pub struct CheckSetup {
     pub vocab_size: u32,
     /// The scorer's family: a record naming another is a bad record.
     pub family: String,
+    /// The strings that open a rendered message block (the role markers'
+    /// text), for a differing session's message bounds ([`crate::bounds`]).
+    pub openers: Vec<Vec<u8>>,
+    /// Each id's bytes: with them, the check finds the message of a differing
+    /// session's first difference on its own thread (None: it does not).
+    pub bytes: Option<std::sync::Arc<ByteTable>>,
 }
 
 /// The outcome of one line.
@@ -68,6 +76,9 @@ pub struct Differing {
     pub expected: Vec<u32>,
     /// The session's ids.
     pub actual: Vec<u32>,
+    /// Prefix lengths the check found ([`MessageBounds::known`]): the
+    /// message of the first difference, attributed on the check's thread.
+    pub known: Vec<(usize, usize)>,
     messages: Vec<T>,
     tools: T,
 }
@@ -90,6 +101,90 @@ impl Differing {
         }
         render(template, setup, messages, self.tools.clone())
     }
+
+    /// The message boundaries of this session's render ([`MessageBounds`]),
+    /// with the prefix lengths already found.
+    #[must_use]
+    pub fn bounds(&self, openers: &[Vec<u8>]) -> MessageBounds {
+        let mut b = MessageBounds::new(
+            self.roles.len(),
+            self.text.as_bytes().to_vec(),
+            openers.to_vec(),
+            self.roles.first().map(String::as_str),
+        );
+        b.remember(&self.known);
+        b
+    }
+
+    /// Find the message of the first difference with native renders only
+    /// (a render this renderer hands to jinja2 stops the search: what it
+    /// found is kept, as the diagnosis would find it), so the diagnosis
+    /// finds those prefix lengths known.
+    fn attribute_first(&mut self, template: &ChatTemplate, setup: &CheckSetup, ne: usize, na: usize) {
+        let Some(table) = &setup.bytes else { return };
+        let Some(ends) = byte_ends(table, &self.expected) else { return };
+        if ends.last().copied() != Some(self.text.len()) || self.expected.is_empty() {
+            return; // the ids do not decode to the render byte for byte: no boundaries by bytes
+        }
+        let at =
+            crate::prefix::common_prefix_len(&self.expected[..ne], &self.actual[..na]).min(self.expected.len() - 1);
+        let byte = if at == 0 { 0 } else { ends[at - 1] };
+        let starts = opener_starts(self.text.as_bytes(), &setup.openers);
+        let block = starts.partition_point(|&s| s <= byte) as i64 - 1;
+        let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
+        let hint = block_messages(starts.len(), None, &roles)
+            .and_then(|g| usize::try_from(block).ok().and_then(|b| g.get(b).copied()))
+            .or(Some(block));
+        let mut bounds = self.bounds(&setup.openers);
+        let mut native = Native { session: self, template, setup };
+        let _ = bounds.message_at(byte, hint, &mut native);
+        self.known = bounds.known();
+    }
+}
+
+/// Where each id's bytes end in their decoded text (None: an id outside the table).
+fn byte_ends(table: &ByteTable, ids: &[u32]) -> Option<Vec<usize>> {
+    let mut at = 0;
+    ids.iter()
+        .map(|&id| {
+            at += table.bytes(id)?.len();
+            Some(at)
+        })
+        .collect()
+}
+
+/// A differing session's prefix renders, native only: a render this renderer
+/// hands to jinja2 (`RenderFailure::Unsupported`) stops the search.
+struct Native<'a> {
+    session: &'a Differing,
+    template: &'a ChatTemplate,
+    setup: &'a CheckSetup,
+}
+
+impl Prefixes for Native<'_> {
+    type Stop = ();
+
+    fn render(&mut self, k: usize, history: bool) -> Result<Option<Vec<u8>>, ()> {
+        match self.session.render_prefix(k, history.then(sentinel_message), self.template, self.setup) {
+            Ok(text) => Ok(Some(text.into_bytes())),
+            // the template refuses the prefix (jinja2 raises the same), or passed a limit
+            Err(RenderFailure::Raised(_) | RenderFailure::Limit(_)) => Ok(None),
+            Err(RenderFailure::Unsupported(_)) => Err(()),
+        }
+    }
+
+    fn has_history(&self) -> bool {
+        true
+    }
+}
+
+/// The user message a history render puts after a prefix ([`SENTINEL`]).
+#[must_use]
+pub fn sentinel_message() -> Map {
+    let mut m = Map::new();
+    m.insert("role".into(), Value::Str("user".into()));
+    m.insert("content".into(), Value::Str(SENTINEL.into()));
+    m
 }
 
 /// The render of `messages` and `tools` (template values of the normalised
@@ -211,7 +306,7 @@ fn check(
     }
     // a record's messages each have a string role (`schema::dump_record`); normalising keeps it
     let roles = normalised.iter().map(|m| m.get("role").and_then(Value::as_str).unwrap_or("").to_string()).collect();
-    Ok(LineOutcome::Differs(Box::new(Differing {
+    let mut d = Differing {
         session_id: rec.session_id,
         roles,
         turns,
@@ -219,7 +314,10 @@ fn check(
         text,
         expected,
         actual,
+        known: Vec::new(),
         messages,
         tools: tool_defs,
-    })))
+    };
+    d.attribute_first(template, setup, ne, na);
+    Ok(LineOutcome::Differs(Box::new(d)))
 }

@@ -8,6 +8,7 @@
 
 mod added;
 mod assemble;
+mod bounds;
 mod buffer;
 mod encoder;
 mod errors;
@@ -28,6 +29,10 @@ mod _core {
     use super::added::AddedTokenSplitter;
     #[pymodule_export]
     use super::assemble::assemble_calls;
+    #[pymodule_export]
+    use super::bounds::block_messages;
+    #[pymodule_export]
+    use super::bounds::PyMessageBounds;
     #[pymodule_export]
     use super::buffer::TokenBuffer;
     #[pymodule_export]
@@ -126,6 +131,8 @@ mod _core {
         m.add("ROLES", pyo3::types::PyTuple::new(py, crate::roles::ROLES)?)?;
         m.add("ROLE_ALIASES", crate::roles::ALIASES.iter().copied().collect::<std::collections::HashMap<_, _>>())?;
         m.add("ROLE_PROBE_IDS", crate::roles::PROBE_IDS)?;
+        // The user message of a history render (crate::bounds, the attribution's one owner).
+        m.add("HISTORY_SENTINEL", crate::bounds::SENTINEL)?;
         // The record fields that hold token ids, named once (in crate::record::schema).
         let ids: Vec<&str> =
             crate::record::schema::DUMP_IDS.iter().chain(crate::record::schema::CALL_IDS).copied().collect();

@@ -6,15 +6,18 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::bounds::PyMessageBounds;
 use super::encoder::BpeEncoder;
 use super::errors::{TemplateLimitError, TemplateRenderError};
 use super::record::{row_value, value_to_py};
+use super::segment::Segmenter;
 use super::threads_arg;
 use crate::batch::{on_render_thread, with_threads};
 use crate::check::{check_line, check_row, CheckSetup, Differing, LineOutcome, ToolPolicy};
 use crate::record::json::{Map, Value as RecordValue};
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
+use std::sync::Arc;
 
 /// Deeper template values than this are refused (a hostile record must not
 /// exhaust the stack).
@@ -227,7 +230,11 @@ impl SessionChecker {
     /// tool_policy: "sglang", "sglang-legacy" or "none"; trim_ids: ids
     /// stripped from both tails before comparing; family: the scorer's.
     #[new]
-    #[pyo3(signature = (template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family))]
+    /// openers: the strings that open a rendered message block (the role
+    /// tracker's), for `CheckedSession.message_bounds`; with `segmenter`'s
+    /// byte table, the first difference of a differing session is attributed
+    /// on the check's threads (its message bounds find those prefix lengths known).
+    #[pyo3(signature = (template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family, openers = None, segmenter = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -238,6 +245,8 @@ impl SessionChecker {
         trim_ids: Vec<u32>,
         vocab_size: u32,
         family: String,
+        openers: Option<Vec<Vec<u8>>>,
+        segmenter: Option<PyRef<'_, Segmenter>>,
     ) -> PyResult<Self> {
         let policy = ToolPolicy::from_name(tool_policy).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -252,7 +261,9 @@ impl SessionChecker {
                 .map_err(|m| render_error(py, &RenderFailure::Unsupported(format!("variables[{key:?}] holds {m}"))))?;
             vars.push((key, value));
         }
-        let setup = CheckSetup { variables: vars, policy, trim: trim_ids, vocab_size, family };
+        let bytes = segmenter.as_ref().and_then(|s| s.byte_table()).map(|t| Arc::new(t.clone()));
+        let openers = openers.unwrap_or_default();
+        let setup = CheckSetup { variables: vars, policy, trim: trim_ids, vocab_size, family, openers, bytes };
         Ok(SessionChecker { template, encoder, setup })
     }
 
@@ -330,7 +341,7 @@ fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -
                     ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                 }
                 LineOutcome::Differs(mut d) => {
-                    let text = PyBytes::new(py, std::mem::take(&mut d.text).as_bytes());
+                    let text = PyBytes::new(py, d.text.as_bytes()); // kept: the message bounds read it
                     let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
                     let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
                     let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
@@ -393,17 +404,38 @@ impl CheckedSession {
         k: usize,
         then_user: Option<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let checker = self.checker.get();
         let then = then_user.map(|content| {
             let mut m = Map::new();
             m.insert("role".into(), RecordValue::Str("user".into()));
             m.insert("content".into(), RecordValue::Str(content));
             m
         });
+        self.render(py, k, then).map(|text| PyBytes::new(py, text.as_bytes())).map_err(|f| render_error(py, &f))
+    }
+
+    /// Which message each byte of the render belongs to: a
+    /// `compare.messages.MessageBounds` whose prefixes this session renders
+    /// (detached, on the render thread), with what the check found already
+    /// known; a prefix the native renderer hands to jinja2 is rendered by
+    /// `render_prefix(k)` (history: `render_history(k)`), Python callables.
+    #[pyo3(signature = (*, render_prefix = None, render_history = None))]
+    fn message_bounds(
+        slf: &Bound<'_, Self>,
+        render_prefix: Option<Py<PyAny>>,
+        render_history: Option<Py<PyAny>>,
+    ) -> PyMessageBounds {
+        let this = slf.get();
+        let bounds = this.session.bounds(&this.checker.get().setup.openers);
+        PyMessageBounds::native(bounds, slf.clone().unbind(), render_prefix, render_history)
+    }
+}
+
+impl CheckedSession {
+    /// The render of the first `k` messages, then `then` (on the render
+    /// thread, as `NativeTemplate.render`: `template::RENDER_STACK`).
+    pub(crate) fn render(&self, py: Python<'_>, k: usize, then: Option<Map>) -> Result<String, RenderFailure> {
+        let checker = self.checker.get();
         let (tmpl, setup) = (&checker.template.get().inner, &checker.setup);
-        // on a worker thread, as `NativeTemplate.render` (`template::RENDER_STACK`)
         py.detach(|| on_render_thread(|| self.session.render_prefix(k, then, tmpl, setup)))
-            .map(|text| PyBytes::new(py, text.as_bytes()))
-            .map_err(|f| render_error(py, &f))
     }
 }

@@ -1,0 +1,203 @@
+//! `MessageBounds` for Python (`compare.messages.MessageBounds`): the rule
+//! of `crate::bounds` over renders that Python callables make, or that a
+//! `CheckedSession` makes natively.
+
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use super::template::CheckedSession;
+use crate::bounds::{MessageBounds, Prefixes};
+use crate::check::sentinel_message;
+use crate::template::RenderFailure;
+
+/// Which message of a conversation each byte of its render belongs to, from
+/// the renders of its message prefixes (`render_prefix(k)`: the render of the
+/// first k messages, str or UTF-8 bytes; one that raises is a prefix the
+/// template refuses). See `tito_fast.compare.messages`.
+///
+/// Example:
+///     >>> from tito_fast._core import MessageBounds
+///     >>> b = MessageBounds(lambda k: "ab"[:k], 2, b"ab")
+///     >>> b.message_at(0), b.message_at(1)
+///     (0, 1)
+#[pyclass(module = "tito_fast._core", name = "MessageBounds")]
+pub struct PyMessageBounds {
+    bounds: MessageBounds,
+    source: Source,
+}
+
+/// Who renders the prefixes.
+enum Source {
+    /// Python callables (history: None without history renders).
+    Python { prefix: Py<PyAny>, history: Option<Py<PyAny>> },
+    /// The session the native check found differing; what it hands to
+    /// jinja2 goes to the callables.
+    Native { session: Py<CheckedSession>, prefix: Option<Py<PyAny>>, history: Option<Py<PyAny>> },
+}
+
+impl PyMessageBounds {
+    pub(crate) fn native(
+        bounds: MessageBounds,
+        session: Py<CheckedSession>,
+        prefix: Option<Py<PyAny>>,
+        history: Option<Py<PyAny>>,
+    ) -> Self {
+        Self { bounds, source: Source::Native { session, prefix, history } }
+    }
+}
+
+/// The renders of one call, with the interpreter attached.
+struct Renders<'a, 'py> {
+    py: Python<'py>,
+    source: &'a Source,
+}
+
+impl Prefixes for Renders<'_, '_> {
+    /// An exception that is not an `Exception` (KeyboardInterrupt, SystemExit).
+    type Stop = PyErr;
+
+    fn render(&mut self, k: usize, history: bool) -> PyResult<Option<Vec<u8>>> {
+        let py = self.py;
+        match self.source {
+            Source::Python { prefix, history: h } => call(py, if history { h.as_ref() } else { Some(prefix) }, k),
+            Source::Native { session, prefix, history: h } => {
+                match session.get().render(py, k, history.then(sentinel_message)) {
+                    Ok(text) => Ok(Some(text.into_bytes())),
+                    // the template refuses the prefix (jinja2 raises the same), or passed a limit
+                    Err(RenderFailure::Raised(_) | RenderFailure::Limit(_)) => Ok(None),
+                    // jinja2 renders what the native renderer does not, as on the Python path
+                    Err(RenderFailure::Unsupported(_)) => {
+                        call(py, if history { h.as_ref() } else { prefix.as_ref() }, k)
+                    }
+                }
+            }
+        }
+    }
+
+    fn has_history(&self) -> bool {
+        match self.source {
+            Source::Python { history, .. } => history.is_some(),
+            Source::Native { .. } => true,
+        }
+    }
+}
+
+/// `f(k)` as UTF-8 bytes; None without `f`, when it raises an `Exception`
+/// (a template that refuses the prefix) or returns neither str nor bytes.
+fn call(py: Python<'_>, f: Option<&Py<PyAny>>, k: usize) -> PyResult<Option<Vec<u8>>> {
+    let Some(f) = f else { return Ok(None) };
+    match f.call1(py, (k,)) {
+        Ok(v) => {
+            let v = v.bind(py);
+            if let Ok(b) = v.cast::<PyBytes>() {
+                Ok(Some(b.as_bytes().to_vec()))
+            } else if let Ok(s) = v.cast::<PyString>() {
+                Ok(s.to_str().ok().map(|s| s.as_bytes().to_vec()))
+            } else {
+                Ok(None)
+            }
+        }
+        Err(e) if e.is_instance_of::<PyException>(py) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[pymethods]
+impl PyMessageBounds {
+    /// `n` messages whose render (all of them) is `text`, UTF-8.
+    /// `openers`: the strings that open a rendered message block (the
+    /// template's role markers) and `first_role` the first message's role:
+    /// when the template refuses to render no message, or renders for no
+    /// message what the first message replaces, what it renders before the
+    /// first message's own block (a tools block) belongs to no message
+    /// unless that message is a system message. `render_history(k)`: the
+    /// render of `messages[:k]` followed by a user message whose content is
+    /// `SENTINEL` (`history_messages` builds them), for prefixes whose
+    /// render is not a prefix of the whole.
+    #[new]
+    #[pyo3(signature = (render_prefix, n, text, *, openers = None, first_role = None, render_history = None))]
+    fn new(
+        render_prefix: Py<PyAny>,
+        n: usize,
+        text: Vec<u8>,
+        openers: Option<Vec<Vec<u8>>>,
+        first_role: Option<&str>,
+        render_history: Option<Py<PyAny>>,
+    ) -> Self {
+        Self {
+            bounds: MessageBounds::new(n, text, openers.unwrap_or_default(), first_role),
+            source: Source::Python { prefix: render_prefix, history: render_history },
+        }
+    }
+
+    /// How many messages.
+    #[getter]
+    fn n(&self) -> usize {
+        self.bounds.len()
+    }
+
+    /// The render of all the messages (UTF-8).
+    #[getter]
+    fn text<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.bounds.text())
+    }
+
+    /// The prefix lengths known so far, `[(k, bytes), ...]`, by k.
+    fn known(&self) -> Vec<(usize, usize)> {
+        self.bounds.known()
+    }
+
+    /// Bytes of `text` that the render of `messages[:k]` covers: its length
+    /// when it is a prefix of the whole render; else (the template renders
+    /// the last turns otherwise, or refuses the prefix) the part of the
+    /// history render (`render_history`) shared with the whole, up to the
+    /// sentinel's block; else the part of the prefix render shared with the
+    /// whole, or what the shorter prefix before it covers.
+    fn prefix_len(&mut self, py: Python<'_>, k: i64) -> PyResult<usize> {
+        let k =
+            usize::try_from(k).map_err(|_| PyValueError::new_err(format!("argument 'k': must be >= 0, got {k}")))?;
+        let mut r = Renders { py, source: &self.source };
+        self.bounds.prefix_len(k, &mut r)
+    }
+
+    /// The index of the message whose render holds byte `byte` of `text`
+    /// (the last message for a byte past the end; -1 for a byte of what the
+    /// template renders before any message, e.g. a tools block). `hint`: a
+    /// guess of the answer (e.g. the rendered block's number), tried first:
+    /// a right guess costs two prefix renders, a wrong one changes nothing
+    /// but the order of the search.
+    #[pyo3(signature = (byte, hint = None))]
+    fn message_at(&mut self, py: Python<'_>, byte: i64, hint: Option<i64>) -> PyResult<i64> {
+        let Ok(byte) = usize::try_from(byte) else { return Ok(-1) };
+        let mut r = Renders { py, source: &self.source };
+        self.bounds.message_at(byte, hint, &mut r)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MessageBounds(n={}, text={} bytes, known={})",
+            self.bounds.len(),
+            self.bounds.text().len(),
+            self.bounds.known().len()
+        )
+    }
+}
+
+/// A guess of the message each rendered block starts with (`block_roles`:
+/// each block's role, in order), for `MessageBounds.message_at`'s hint:
+/// blocks one per message, or one per run of consecutive tool results
+/// (templates that put them in one block), with a block of the template's
+/// own first (a tools block) when there is one more; None when neither count
+/// fits. A guess only orders the search: a wrong one costs renders, never
+/// the answer.
+///
+/// Example:
+///     >>> from tito_fast._core import block_messages
+///     >>> block_messages(["system", "user", "assistant"], ["user", "assistant"])
+///     [-1, 0, 1]
+#[pyfunction]
+pub(crate) fn block_messages(block_roles: Vec<String>, message_roles: Vec<String>) -> Option<Vec<i64>> {
+    let roles: Vec<&str> = message_roles.iter().map(String::as_str).collect();
+    crate::bounds::block_messages(block_roles.len(), Some(block_roles.first().map_or("", String::as_str)), &roles)
+}
