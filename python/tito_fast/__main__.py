@@ -17,8 +17,10 @@ def main() -> None:
     each spins before it sleeps: the command never multiplies matrices, and
     on 2 cores those threads took 0.1 s of CPU from a 5-session run (0.25 s
     wall against 0.22 s with one). So the command asks OpenBLAS for one
-    thread, unless the user set a thread count of their own."""
-    if not any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+    thread, unless the user set a thread count of their own (an empty value
+    is none). The setting is the process's environment: the command's
+    worker processes inherit it."""
+    if not any(os.environ.get(v) for v in BLAS_THREAD_VARIABLES):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
     from tito_fast.cli.main import main as run  # numpy is imported from here on
 

@@ -748,8 +748,10 @@ class CheckedSession:
 class MessageBounds:
     """Which message of a conversation each byte of its render belongs to,
     from the renders of its message prefixes (see `tito_fast.compare.messages`;
-    the rule is written once, in `rust/src/bounds.rs`). Not to be shared
-    between threads.
+    the rule is written once, in `rust/src/bounds.rs`). A render callable
+    that raises an `Exception` refuses that prefix; one that calls these
+    bounds again, or two threads using them at once, get a RuntimeError.
+    Bytes and k are ints (a negative byte is before every message).
 
     Example:
         >>> from tito_fast._core import MessageBounds
@@ -782,7 +784,7 @@ class MessageBounds:
         """The index of the message whose render holds byte `byte` of `text`
         (-1: before any message); `hint`, a guess tried first."""
 
-def block_messages(block_roles: list[str], message_roles: list[str]) -> list[int] | None:
+def block_messages(block_roles: Sequence[str], message_roles: Sequence[str]) -> list[int] | None:
     """A guess of the message each rendered block starts with, for
     `MessageBounds.message_at`'s hint (None: neither count fits).
 

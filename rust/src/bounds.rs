@@ -15,6 +15,7 @@
 //! block is outside the messages.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The content of the user message a history render puts after a prefix.
 pub const SENTINEL: &str = "TITO_FAST_HISTORY_SENTINEL";
@@ -40,7 +41,7 @@ pub trait Prefixes {
 #[derive(Debug, Clone)]
 pub struct MessageBounds {
     n: usize,
-    text: Vec<u8>,
+    text: Arc<[u8]>,
     openers: Vec<Vec<u8>>,
     /// The template's own preamble belongs to the first message (it is a
     /// system message, or its role is unknown).
@@ -52,7 +53,7 @@ impl MessageBounds {
     /// `openers`: the strings that open a rendered message block (the
     /// template's role markers); `first_role`: the first message's role.
     #[must_use]
-    pub fn new(n: usize, text: Vec<u8>, openers: Vec<Vec<u8>>, first_role: Option<&str>) -> Self {
+    pub fn new(n: usize, text: Arc<[u8]>, openers: Vec<Vec<u8>>, first_role: Option<&str>) -> Self {
         let mut lens = HashMap::new();
         lens.insert(n, text.len());
         let openers = openers.into_iter().filter(|o| !o.is_empty()).collect();
@@ -75,6 +76,12 @@ impl MessageBounds {
     #[must_use]
     pub fn text(&self) -> &[u8] {
         &self.text
+    }
+
+    /// The render of all the messages, shared.
+    #[must_use]
+    pub fn shared_text(&self) -> Arc<[u8]> {
+        Arc::clone(&self.text)
     }
 
     /// The prefix lengths known so far, `(k, bytes)`.
@@ -100,24 +107,48 @@ impl MessageBounds {
     /// # Errors
     /// When the renderer stops.
     pub fn prefix_len<P: Prefixes>(&mut self, k: usize, r: &mut P) -> Result<usize, P::Stop> {
-        if let Some(&got) = self.lens.get(&k) {
-            return Ok(got);
+        // prefixes that say nothing cover what the shorter one before them
+        // covers: walked down (never recursed) to one that says
+        let mut falls_back = Vec::new();
+        let mut k = k;
+        let got = loop {
+            if let Some(&got) = self.lens.get(&k) {
+                break got;
+            }
+            match self.own_len(k, r)? {
+                Some(got) => {
+                    self.lens.insert(k, got);
+                    break got;
+                }
+                None => {
+                    falls_back.push(k);
+                    k -= 1; // k > 0: no message always says (`own_len`)
+                }
+            }
+        };
+        for k in falls_back {
+            self.lens.insert(k, got);
         }
+        Ok(got)
+    }
+
+    /// What the renders of `messages[:k]` themselves say it covers (None: they
+    /// say nothing, so it covers what `messages[:k-1]` covers; never for 0).
+    fn own_len<P: Prefixes>(&mut self, k: usize, r: &mut P) -> Result<Option<usize>, P::Stop> {
         let part = r.render(k, false)?;
         let shared = part.as_ref().map(|p| shared_bytes(p, &self.text));
-        let got = match (&part, shared) {
-            (Some(p), Some(s)) if s == p.len() => s,
-            _ if k == 0 => self.preamble(r)?,
-            _ => match self.history_len(k, r)? {
-                Some(h) => h.max(shared.unwrap_or(0)),
-                None => match shared {
-                    Some(s) => s,
-                    None => self.prefix_len(k - 1, r)?,
-                },
-            },
-        };
-        self.lens.insert(k, got);
-        Ok(got)
+        if let (Some(p), Some(s)) = (&part, shared) {
+            if s == p.len() {
+                return Ok(Some(s));
+            }
+        }
+        if k == 0 {
+            return self.preamble(r).map(Some);
+        }
+        Ok(match self.history_len(k, r)? {
+            Some(h) => Some(h.max(shared.unwrap_or(0))),
+            None => shared,
+        })
     }
 
     /// Where `messages[:k]`, rendered as history, end in the text: where that
@@ -140,7 +171,12 @@ impl MessageBounds {
         if self.openers.is_empty() || self.first_owns_preamble || self.n == 0 {
             return Ok(0);
         }
-        let end = self.prefix_len(1, r)?.min(self.text.len());
+        // where the first message ends; should it come down to what no message
+        // covers (every render of it refused), that is the text's start
+        self.lens.insert(0, 0);
+        let end = self.prefix_len(1, r);
+        self.lens.remove(&0);
+        let end = end?.min(self.text.len());
         let head = &self.text[..end];
         Ok(self.openers.iter().filter_map(|o| rfind(head, o)).max().unwrap_or(0))
     }
@@ -160,14 +196,16 @@ impl MessageBounds {
             return Ok(n - 1);
         }
         let (mut lo, mut hi) = (0i64, n);
-        let mut guesses: Vec<i64> = hint.map(|h| vec![h + 1, h, h + 2, h + 3, h - 1]).unwrap_or_default();
+        let mut guesses: Vec<i64> = hint
+            .map(|h| vec![h.saturating_add(1), h, h.saturating_add(2), h.saturating_add(3), h.saturating_sub(1)])
+            .unwrap_or_default();
         let mut step = 2i64;
         while lo < hi {
             let mid = if let Some(i) = guesses.iter().position(|&g| lo <= g && g < hi) {
                 guesses.remove(i)
-            } else if let Some(h) = hint.filter(|&h| hi - lo > 2 * step && (lo > h + 1 || hi <= h)) {
+            } else if let Some(h) = hint.filter(|&h| hi - lo > 2 * step && (lo > h.saturating_add(1) || hi <= h)) {
                 // the answer is near the hint: gallop away from it
-                let mid = if lo > h + 1 { lo + step } else { hi - step };
+                let mid = if lo > h.saturating_add(1) { lo + step } else { hi - step };
                 step *= 2;
                 mid
             } else {
@@ -265,13 +303,16 @@ mod tests {
     #[test]
     fn bytes_find_their_message() {
         let mut r = Toy(vec![("user", "hi"), ("assistant", "yo")], 0);
-        let text = b"<s><user>hi</><assistant>yo</>".to_vec();
+        let text: Arc<[u8]> = Arc::from(&b"<s><user>hi</><assistant>yo</>"[..]);
         let mut b = MessageBounds::new(2, text, vec![b"<user>".to_vec(), b"<assistant>".to_vec()], Some("user"));
         let got: Vec<i64> = [0, 3, 13, 16, 40].iter().map(|&i| b.message_at(i, None, &mut r).unwrap()).collect();
         assert_eq!(got, vec![-1, 0, 0, 1, 1]);
         let renders = r.1;
         assert_eq!(b.message_at(16, Some(1), &mut r), Ok(1)); // remembered: no render
         assert_eq!(r.1, renders);
+        for hint in [i64::MIN, -7, 9, i64::MAX] {
+            assert_eq!(b.message_at(13, Some(hint), &mut r), Ok(0)); // any guess, the same answer
+        }
     }
 
     #[test]
@@ -279,12 +320,36 @@ mod tests {
         let msgs: Vec<(&str, &str)> =
             (0..64).map(|i| if i % 2 == 0 { ("user", "question") } else { ("assistant", "answer") }).collect();
         let mut r = Toy(msgs.clone(), 0);
-        let text = r.render(64, false).unwrap().unwrap();
+        let text: Arc<[u8]> = r.render(64, false).unwrap().unwrap().into();
         let at = r.render(40, false).unwrap().unwrap().len() + 2; // inside message 40
         r.1 = 0;
         let mut b = MessageBounds::new(64, text, vec![], None);
         assert_eq!(b.message_at(at, Some(40), &mut r), Ok(40));
         assert_eq!(r.1, 2);
+    }
+
+    /// Refuses every prefix (history too) but the whole.
+    struct Refuses(usize);
+
+    impl Prefixes for Refuses {
+        type Stop = ();
+        fn render(&mut self, k: usize, _history: bool) -> Result<Option<Vec<u8>>, ()> {
+            Ok((k == self.0).then(|| b"<u>a<u>b".to_vec()))
+        }
+        fn has_history(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn refused_prefixes_end_without_recursion() {
+        // the preamble asks where the first message ends; every render of it is refused
+        let mut b = MessageBounds::new(2, Arc::from(&b"<u>a<u>b"[..]), vec![b"<u>".to_vec()], Some("user"));
+        assert_eq!(b.prefix_len(0, &mut Refuses(2)), Ok(0));
+        assert_eq!(b.prefix_len(1, &mut Refuses(2)), Ok(0));
+        // a long chain of refusals is walked, not recursed
+        let mut b = MessageBounds::new(2_000_000, Arc::from(&b"ab"[..]), vec![], None);
+        assert_eq!(b.prefix_len(1_000_000, &mut Refuses(usize::MAX)), Ok(0));
     }
 
     #[test]

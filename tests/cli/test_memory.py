@@ -69,6 +69,7 @@ def test_the_command_asks_openblas_for_one_thread_before_numpy_is_imported() -> 
         "m.main()\n"
     )
     base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
-    for extra, want in [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "3"}, "None")]:
+    cases = [({}, "1"), ({"OPENBLAS_NUM_THREADS": "4"}, "4"), ({"OMP_NUM_THREADS": "3"}, "None"), ({"OPENBLAS_NUM_THREADS": ""}, "1")]
+    for extra, want in cases:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**base, **extra})
         assert out.stdout.splitlines() == ["False", str(extra.get("OPENBLAS_NUM_THREADS")), want]

@@ -351,6 +351,22 @@ def test_message_bounds_over_python_callables_take_only_exceptions_as_refusals()
     assert b.message_at(-3) == -1 and b.message_at(5) == 1
     with pytest.raises(KeyboardInterrupt):
         b.prefix_len(3)
-    with pytest.raises(ValueError, match="argument 'k': must be >= 0"):
+    with pytest.raises(ValueError, match="argument 'k': must be an int >= 0"):
         b.prefix_len(-1)
     assert b.known() == [(0, 0), (1, 0), (2, 2)]
+    assert b.message_at(1, hint=2**80) == b.message_at(1, hint=-(2**80)) == b.message_at(10**30) == 1  # any guess, any byte
+
+
+def test_a_render_callable_may_not_call_its_own_bounds() -> None:
+    """Such a call raises, and the search raises it (never read as a refusal)."""
+    bounds: list[MessageBounds] = []
+
+    def render(k: int) -> str:
+        if k == 1:
+            bounds[0].prefix_len(0)
+        return "ab"[:k]
+
+    bounds.append(MessageBounds(render, 2, b"ab"))
+    with pytest.raises(RuntimeError, match="in use"):
+        bounds[0].prefix_len(1)
+    assert bounds[0].prefix_len(0) == 0  # usable again

@@ -24,6 +24,7 @@ use crate::template::{map, ChatTemplate, RenderFailure};
 use crate::vocab::ByteTable;
 use normalise::Normalise;
 pub use normalise::ToolPolicy;
+use std::sync::Arc;
 
 /// What the check needs besides the template and the encoder.
 #[derive(Debug, Clone)]
@@ -72,7 +73,8 @@ pub struct Differing {
     /// Assistant messages.
     pub turns: usize,
     pub metadata: Option<Value>,
-    pub text: String,
+    /// The render (shared with the message bounds).
+    pub text: Arc<str>,
     pub expected: Vec<u32>,
     /// The session's ids.
     pub actual: Vec<u32>,
@@ -108,7 +110,7 @@ impl Differing {
     pub fn bounds(&self, openers: &[Vec<u8>]) -> MessageBounds {
         let mut b = MessageBounds::new(
             self.roles.len(),
-            self.text.as_bytes().to_vec(),
+            Arc::<[u8]>::from(Arc::clone(&self.text)),
             openers.to_vec(),
             self.roles.first().map(String::as_str),
         );
@@ -311,7 +313,7 @@ fn check(
         roles,
         turns,
         metadata: rec.metadata,
-        text,
+        text: Arc::from(text),
         expected,
         actual,
         known: Vec::new(),

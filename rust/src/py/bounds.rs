@@ -2,9 +2,12 @@
 //! of `crate::bounds` over renders that Python callables make, or that a
 //! `CheckedSession` makes natively.
 
-use pyo3::exceptions::{PyException, PyValueError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
+
+use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyInt, PyString};
 
 use super::template::CheckedSession;
 use crate::bounds::{MessageBounds, Prefixes};
@@ -21,10 +24,15 @@ use crate::template::RenderFailure;
 ///     >>> b = MessageBounds(lambda k: "ab"[:k], 2, b"ab")
 ///     >>> b.message_at(0), b.message_at(1)
 ///     (0, 1)
-#[pyclass(module = "tito_fast._core", name = "MessageBounds")]
+#[pyclass(frozen, module = "tito_fast._core", name = "MessageBounds")]
 pub struct PyMessageBounds {
-    bounds: MessageBounds,
+    n: usize,
+    text: Arc<[u8]>,
+    bounds: Mutex<MessageBounds>,
     source: Source,
+    /// A render callable called these bounds again (their own search is
+    /// under way): that error is the callable's bug, never a refusal.
+    reentered: AtomicBool,
 }
 
 /// Who renders the prefixes.
@@ -43,7 +51,35 @@ impl PyMessageBounds {
         prefix: Option<Py<PyAny>>,
         history: Option<Py<PyAny>>,
     ) -> Self {
-        Self { bounds, source: Source::Native { session, prefix, history } }
+        Self::with(bounds, Source::Native { session, prefix, history })
+    }
+
+    fn with(bounds: MessageBounds, source: Source) -> Self {
+        let (n, text) = (bounds.len(), bounds.shared_text());
+        Self { n, text, bounds: Mutex::new(bounds), source, reentered: AtomicBool::new(false) }
+    }
+
+    /// Run `f` on the bounds and their renders; a render callable that calls
+    /// these bounds again (or another thread using them meanwhile) gets a
+    /// RuntimeError, which the search then raises.
+    fn search<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut MessageBounds, &mut Renders<'_, '_>) -> PyResult<T>,
+    ) -> PyResult<T> {
+        let mut guard = match self.bounds.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.reentered.store(true, Ordering::Relaxed);
+                return Err(PyRuntimeError::new_err(
+                    "MessageBounds is in use: a render callable may not call the bounds it renders for, \
+                     nor may two threads share them",
+                ));
+            }
+        };
+        let mut r = Renders { py, source: &self.source, reentered: &self.reentered };
+        f(&mut guard, &mut r)
     }
 }
 
@@ -51,6 +87,7 @@ impl PyMessageBounds {
 struct Renders<'a, 'py> {
     py: Python<'py>,
     source: &'a Source,
+    reentered: &'a AtomicBool,
 }
 
 impl Prefixes for Renders<'_, '_> {
@@ -60,7 +97,9 @@ impl Prefixes for Renders<'_, '_> {
     fn render(&mut self, k: usize, history: bool) -> PyResult<Option<Vec<u8>>> {
         let py = self.py;
         match self.source {
-            Source::Python { prefix, history: h } => call(py, if history { h.as_ref() } else { Some(prefix) }, k),
+            Source::Python { prefix, history: h } => {
+                call(py, if history { h.as_ref() } else { Some(prefix) }, k, self.reentered)
+            }
             Source::Native { session, prefix, history: h } => {
                 match session.get().render(py, k, history.then(sentinel_message)) {
                     Ok(text) => Ok(Some(text.into_bytes())),
@@ -68,7 +107,7 @@ impl Prefixes for Renders<'_, '_> {
                     Err(RenderFailure::Raised(_) | RenderFailure::Limit(_)) => Ok(None),
                     // jinja2 renders what the native renderer does not, as on the Python path
                     Err(RenderFailure::Unsupported(_)) => {
-                        call(py, if history { h.as_ref() } else { prefix.as_ref() }, k)
+                        call(py, if history { h.as_ref() } else { prefix.as_ref() }, k, self.reentered)
                     }
                 }
             }
@@ -85,7 +124,9 @@ impl Prefixes for Renders<'_, '_> {
 
 /// `f(k)` as UTF-8 bytes; None without `f`, when it raises an `Exception`
 /// (a template that refuses the prefix) or returns neither str nor bytes.
-fn call(py: Python<'_>, f: Option<&Py<PyAny>>, k: usize) -> PyResult<Option<Vec<u8>>> {
+/// An exception that is not an `Exception`, or one after `f` called the
+/// bounds again (`reentered`), is raised.
+fn call(py: Python<'_>, f: Option<&Py<PyAny>>, k: usize, reentered: &AtomicBool) -> PyResult<Option<Vec<u8>>> {
     let Some(f) = f else { return Ok(None) };
     match f.call1(py, (k,)) {
         Ok(v) => {
@@ -98,7 +139,7 @@ fn call(py: Python<'_>, f: Option<&Py<PyAny>>, k: usize) -> PyResult<Option<Vec<
                 Ok(None)
             }
         }
-        Err(e) if e.is_instance_of::<PyException>(py) => Ok(None),
+        Err(e) if e.is_instance_of::<PyException>(py) && !reentered.swap(false, Ordering::Relaxed) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -125,27 +166,27 @@ impl PyMessageBounds {
         first_role: Option<&str>,
         render_history: Option<Py<PyAny>>,
     ) -> Self {
-        Self {
-            bounds: MessageBounds::new(n, text, openers.unwrap_or_default(), first_role),
-            source: Source::Python { prefix: render_prefix, history: render_history },
-        }
+        Self::with(
+            MessageBounds::new(n, Arc::from(text), openers.unwrap_or_default(), first_role),
+            Source::Python { prefix: render_prefix, history: render_history },
+        )
     }
 
     /// How many messages.
     #[getter]
     fn n(&self) -> usize {
-        self.bounds.len()
+        self.n
     }
 
     /// The render of all the messages (UTF-8).
     #[getter]
     fn text<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.bounds.text())
+        PyBytes::new(py, &self.text)
     }
 
     /// The prefix lengths known so far, `[(k, bytes), ...]`, by k.
-    fn known(&self) -> Vec<(usize, usize)> {
-        self.bounds.known()
+    fn known(&self, py: Python<'_>) -> PyResult<Vec<(usize, usize)>> {
+        self.search(py, |b, _| Ok(b.known()))
     }
 
     /// Bytes of `text` that the render of `messages[:k]` covers: its length
@@ -154,11 +195,11 @@ impl PyMessageBounds {
     /// history render (`render_history`) shared with the whole, up to the
     /// sentinel's block; else the part of the prefix render shared with the
     /// whole, or what the shorter prefix before it covers.
-    fn prefix_len(&mut self, py: Python<'_>, k: i64) -> PyResult<usize> {
-        let k =
-            usize::try_from(k).map_err(|_| PyValueError::new_err(format!("argument 'k': must be >= 0, got {k}")))?;
-        let mut r = Renders { py, source: &self.source };
-        self.bounds.prefix_len(k, &mut r)
+    fn prefix_len(&self, py: Python<'_>, k: &Bound<'_, PyInt>) -> PyResult<usize> {
+        let k = k
+            .extract::<usize>()
+            .map_err(|_| PyValueError::new_err(format!("argument 'k': must be an int >= 0, got {k}")))?;
+        self.search(py, |b, r| b.prefix_len(k, r))
     }
 
     /// The index of the message whose render holds byte `byte` of `text`
@@ -168,19 +209,21 @@ impl PyMessageBounds {
     /// a right guess costs two prefix renders, a wrong one changes nothing
     /// but the order of the search.
     #[pyo3(signature = (byte, hint = None))]
-    fn message_at(&mut self, py: Python<'_>, byte: i64, hint: Option<i64>) -> PyResult<i64> {
-        let Ok(byte) = usize::try_from(byte) else { return Ok(-1) };
-        let mut r = Renders { py, source: &self.source };
-        self.bounds.message_at(byte, hint, &mut r)
+    fn message_at(&self, py: Python<'_>, byte: &Bound<'_, PyInt>, hint: Option<&Bound<'_, PyInt>>) -> PyResult<i64> {
+        if byte.lt(0)? {
+            return Ok(-1); // before every message's render (no render says otherwise)
+        }
+        let byte = byte.extract::<usize>().unwrap_or(usize::MAX); // past the end: the last message
+                                                                  // a guess past i64 is as good as i64's end
+        let hint = match hint {
+            None => None,
+            Some(h) => Some(h.extract::<i64>().or_else(|_| h.gt(0).map(|up| if up { i64::MAX } else { i64::MIN }))?),
+        };
+        self.search(py, |b, r| b.message_at(byte, hint, r))
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "MessageBounds(n={}, text={} bytes, known={})",
-            self.bounds.len(),
-            self.bounds.text().len(),
-            self.bounds.known().len()
-        )
+        format!("MessageBounds(n={}, text={} bytes)", self.n, self.text.len())
     }
 }
 

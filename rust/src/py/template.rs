@@ -319,7 +319,8 @@ impl SessionChecker {
 
     /// Why the check hands `line` to the Python path, or None when it takes it.
     fn explain(&self, line: &[u8]) -> Option<&'static str> {
-        match check_line(line, &self.template.get().inner, self.encoder.get().core(), &self.setup) {
+        let setup = CheckSetup { bytes: None, ..self.setup.clone() }; // no attribution: only the verdict
+        match check_line(line, &self.template.get().inner, self.encoder.get().core(), &setup) {
             LineOutcome::Python(why) => Some(why),
             _ => None,
         }
@@ -341,7 +342,7 @@ fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -
                     ("clean", session_id, turns, num_ids, metadata).into_pyobject(py)?.into_any().unbind()
                 }
                 LineOutcome::Differs(mut d) => {
-                    let text = PyBytes::new(py, d.text.as_bytes()); // kept: the message bounds read it
+                    let text = PyBytes::new(py, d.text.as_bytes()); // kept: the message bounds share it
                     let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
                     let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
                     let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
