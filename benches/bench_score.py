@@ -183,8 +183,9 @@ def bench_score_agents(benchmark: Any, full_size: bool, impl: str, fixture: str,
     (`benches.agent_dumps`: 3-150 turns, long varied tool outputs, unicode),
     every session clean or every one differing: the reference pipeline in
     this process (tokenizer loaded) against `run_score` on one thread and on
-    two (the native check's threads; the diagnosis of differing sessions
-    stays on the main thread), the scorer built. The same mismatch lists."""
+    two (the native check's threads, which also place each differing
+    session's first difference; the rest of its diagnosis stays on the main
+    thread), the scorer built. The same mismatch lists."""
     n = (120 if fixture == "qwen3" else 60) if full_size else 3
     path = tmp_path_factory.getbasetemp() / f"agents-{fixture}-{n}-{share}.jsonl"
     if not path.exists():

@@ -540,6 +540,9 @@ class Segmenter:
         """Whether a byte table (id i's bytes: `byte_blob[byte_offsets[i]:byte_offsets[i+1]]`) was given."""
     def text_bytes(self, ids: _TokenIds) -> bytes | None:
         """The UTF-8 text of `ids` from the byte table; None when it cannot tell."""
+    def byte_len(self, ids: _TokenIds) -> int | None:
+        """How many bytes `ids` decode to, from the byte table (what `id_offsets`
+        ends with); None without a table or for an id outside it."""
     def id_offsets(self, ids: _TokenIds) -> npt.NDArray[np.int64] | None:
         """Where each of `ids` starts in their decoded bytes, and where the last
         ends (one more entry), from the byte table; None without a table or for

@@ -39,7 +39,7 @@ from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
-from tito_fast.compare.messages import SENTINEL, MessageBounds, block_messages, history_messages, id_offsets
+from tito_fast.compare.messages import SENTINEL, MessageBounds, block_messages, history_messages
 from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -259,16 +259,21 @@ class Scorer:
 
     # -- one session --------------------------------------------------------
 
-    def _attribution(self, sess: _Session, text: str | bytes, expected: np.ndarray) -> tuple[MessageBounds, np.ndarray] | None:
+    def _attribution(
+        self, sess: _Session, text: str | bytes, expected: np.ndarray
+    ) -> tuple[MessageBounds, Callable[[int], int]] | None:
         """Which message each id of `expected` (the render `text`, encoded) belongs
         to, from the render's boundaries (`compare.messages.MessageBounds`:
-        renders of the record's message prefixes); None when the ids do not
-        decode to the render byte for byte (then the rendered markers number
-        the messages)."""
+        renders of the record's message prefixes), and where in the render id
+        i starts; None when the ids do not decode to the render byte for byte
+        (then the rendered markers number the messages)."""
         raw = text if isinstance(text, bytes) else text.encode("utf-8")
-        offsets = id_offsets(self.cmp.segmenter, expected, len(raw))
-        if offsets is None or (sess.messages is None and sess.checked is None):
+        seg = self.cmp.segmenter
+        if not len(expected) or seg.byte_len(expected) != len(raw) or (sess.messages is None and sess.checked is None):
             return None
+
+        def offset(i: int) -> int:
+            return seg.byte_len(expected[:i]) or 0
         checked = sess.checked
         record: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = []
 
@@ -292,13 +297,13 @@ class Scorer:
             return render(k, SENTINEL)
 
         if checked is not None:  # the native check's values, nothing read or converted again: it renders natively
-            return checked.message_bounds(render_prefix=render_prefix, render_history=render_history), offsets
+            return checked.message_bounds(render_prefix=render_prefix, render_history=render_history), offset
         tracker = self.cmp.role_tracker
         role0 = sess.roles[0] if sess.roles else None
         bounds = MessageBounds(
             render_prefix, len(sess.roles), raw, openers=tracker.openers, first_role=role0, render_history=render_history
         )
-        return bounds, offsets
+        return bounds, offset
 
     def check_record(self, record: Record) -> None:
         """Raise `ScoreError` for a record this scorer cannot score."""
@@ -482,7 +487,7 @@ class Scorer:
                 at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
                 at = min(at, max(ee - 1, es), len(expected) - 1)
                 hint = guess[it.message_index] if guess is not None and 0 <= it.message_index < len(guess) else it.message_index
-                k = bounds[0].message_at(int(bounds[1][at]), hint=hint)
+                k = bounds[0].message_at(bounds[1](at), hint=hint)
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
                 turn: int | None = int(assistant_before[k]) if k >= 0 else 0

@@ -124,13 +124,19 @@ impl Differing {
     /// finds those prefix lengths known.
     fn attribute_first(&mut self, template: &ChatTemplate, setup: &CheckSetup, ne: usize, na: usize) {
         let Some(table) = &setup.bytes else { return };
-        let Some(ends) = byte_ends(table, &self.expected) else { return };
-        if ends.last().copied() != Some(self.text.len()) || self.expected.is_empty() {
+        let at = crate::prefix::common_prefix_len(&self.expected[..ne], &self.actual[..na]);
+        let at = at.min(self.expected.len().saturating_sub(1));
+        let (mut byte, mut total) = (0, 0);
+        for (i, &id) in self.expected.iter().enumerate() {
+            if i == at {
+                byte = total;
+            }
+            let Some(b) = table.bytes(id) else { return };
+            total += b.len();
+        }
+        if total != self.text.len() || self.expected.is_empty() {
             return; // the ids do not decode to the render byte for byte: no boundaries by bytes
         }
-        let at =
-            crate::prefix::common_prefix_len(&self.expected[..ne], &self.actual[..na]).min(self.expected.len() - 1);
-        let byte = if at == 0 { 0 } else { ends[at - 1] };
         let starts = opener_starts(self.text.as_bytes(), &setup.openers);
         let block = starts.partition_point(|&s| s <= byte) as i64 - 1;
         let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
@@ -142,17 +148,6 @@ impl Differing {
         let _ = bounds.message_at(byte, hint, &mut native);
         self.known = bounds.known();
     }
-}
-
-/// Where each id's bytes end in their decoded text (None: an id outside the table).
-fn byte_ends(table: &ByteTable, ids: &[u32]) -> Option<Vec<usize>> {
-    let mut at = 0;
-    ids.iter()
-        .map(|&id| {
-            at += table.bytes(id)?.len();
-            Some(at)
-        })
-        .collect()
 }
 
 /// A differing session's prefix renders, native only: a render this renderer

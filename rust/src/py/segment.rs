@@ -231,6 +231,19 @@ impl Segmenter {
         Ok(out.map(|v| PyArray1::from_vec(py, v)))
     }
 
+    /// How many bytes `ids` decode to, from the byte table (what `id_offsets`
+    /// ends with, without the offsets); None without a table or for an id
+    /// outside it.
+    fn byte_len(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let Some(table) = self.byte_table() else { return Ok(None) };
+        let h = extract(ids, "ids")?;
+        let r = h.raw();
+        run(py, r.len(), || {
+            r.normalize().map(|ids| ids.iter().try_fold(0usize, |at, &id| Some(at + table.bytes(id)?.len())))
+        })
+        .map_err(|e| id_error(py, "ids", &e))
+    }
+
     /// The boundary ids, sorted.
     #[getter]
     fn boundary_ids(&self) -> Vec<u32> {
