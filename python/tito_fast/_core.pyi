@@ -727,6 +727,16 @@ class CheckedSession:
     def roles(self) -> list[str]:
         """Each message's role."""
     @property
+    def alignment(self) -> Alignment | None:
+        """The alignment of the render's ids with the session's, as the scorer's
+        comparator aligns them, made on the check's threads (None: the checker
+        was built without `roles`)."""
+    @property
+    def expected_table(self) -> tuple[npt.NDArray[np.int64], list[str]] | None:
+        """`(starts, roles)` of the render's ids (trimmed as the alignment trims
+        them), as `RoleMarkers.table` reads them, made on the check's threads
+        (None: not made, or a role name the byte table cannot tell)."""
+    @property
     def turns(self) -> int:
         """How many assistant messages."""
     @property
@@ -825,6 +835,9 @@ class SessionChecker:
         family: str,
         openers: list[bytes] | None = None,
         segmenter: Segmenter | None = None,
+        roles: RoleMarkers | None = None,
+        assistant_start: bytes | None = None,
+        probe_ids: int = 20,
     ) -> Self: ...
     def check_lines(
         self, lines: list[bytes], *, threads: int | None = None

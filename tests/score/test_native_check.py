@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -370,3 +371,32 @@ def test_a_render_callable_may_not_call_its_own_bounds() -> None:
     with pytest.raises(RuntimeError, match="in use"):
         bounds[0].prefix_len(1)
     assert bounds[0].prefix_len(0) == 0  # usable again
+
+
+@pytest.mark.parametrize(("dump", "fixture", "family"), DUMPS, ids=lambda x: x.name if isinstance(x, Path) else x)
+def test_the_checks_alignment_and_role_table_are_the_comparators(dump: Path, fixture: str, family: str) -> None:
+    """In full mode the check aligns a differing session and reads its render's
+    role table on its threads; both are what the comparator and the role
+    tracker make of the same ids (in fast mode it makes neither)."""
+    scorer = _scorer(fixture, family, "full")
+    assert scorer.native is not None
+    cmp, tracker = scorer.cmp, scorer.cmp.role_tracker
+    outcomes = scorer.native.check_lines([ln.data for ln in read_dump_lines(dump)])  # type: ignore[union-attr]
+    differing = [(o[2], o[3], o[-1]) for o in outcomes if o is not None and o[0] == "differs"]
+    assert differing
+    fields = ["kind", "differing", "verdicts", "expected_starts", "expected_special", "actual_starts", "actual_special", "texts"]
+    for expected, actual, session in differing:
+        assert isinstance(session, CheckedSession) and isinstance(expected, np.ndarray) and isinstance(actual, np.ndarray)
+        got, want = session.alignment, cmp.align(expected, actual, cmp.trim_ids())
+        assert got is not None
+        for f in fields:
+            a, b = getattr(got, f), getattr(want, f)
+            assert (a.tolist() if hasattr(a, "tolist") else a) == (b.tolist() if hasattr(b, "tolist") else b), f
+        table = session.expected_table
+        assert table is not None
+        want_table = tracker.table(expected[: int(want.expected_starts[-1])])
+        assert table[0].tolist() == want_table.starts.tolist() and table[1] == want_table.roles
+    fast = _scorer(fixture, family, "fast")
+    assert fast.native is not None
+    sessions = [o[-1] for o in fast.native.check_lines([ln.data for ln in read_dump_lines(dump)]) if o is not None and o[0] == "differs"]  # type: ignore[union-attr]
+    assert sessions and all(isinstance(s, CheckedSession) and s.alignment is None for s in sessions)

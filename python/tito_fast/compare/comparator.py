@@ -139,6 +139,11 @@ class TokenSeqComparator:
         return self._tracker
 
     @property
+    def assistant_start(self) -> bytes | None:
+        """The text that starts assistant content (UTF-8), for the assistant test of `align`."""
+        return self._assistant_start
+
+    @property
     def segmenter(self) -> Segmenter:
         """The Rust segmenter over this comparator's boundary ids (with the byte table when byte-exact)."""
         return self._segmenter

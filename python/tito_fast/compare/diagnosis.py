@@ -133,10 +133,23 @@ def classify(e_ids: list[int], a_ids: list[int], e_text: str, a_text: str) -> st
     return "content"
 
 
-def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, trim: set[int]) -> Diagnosis:
-    """See `TokenSeqComparator.diagnose`."""
+def diagnose(
+    cmp: Aligner,
+    tracker: RoleTracker,
+    expected: Any,
+    actual: Any,
+    trim: set[int],
+    *,
+    aligned: Alignment | None = None,
+    expected_table: MessageTable | None = None,
+) -> Diagnosis:
+    """See `TokenSeqComparator.diagnose`. `aligned` (`cmp.align(expected,
+    actual, trim)`) and `expected_table` (`tracker.table` of the trimmed
+    expected ids), when already made (the native check makes them on its
+    threads: `CheckedSession.alignment`, `expected_table`)."""
     exp, act = as_sliceable(expected), as_sliceable(actual)
-    aligned = cmp.align(exp, act, trim)
+    if aligned is None:
+        aligned = cmp.align(exp, act, trim)
     reference = cmp.mismatches(exp, act, aligned)  # the reference's list, from the same alignment
     kind, differing = aligned.kind, aligned.differing
     e_starts, a_starts = aligned.expected_starts.tolist(), aligned.actual_starts.tolist()
@@ -145,7 +158,7 @@ def diagnose(cmp: Aligner, tracker: RoleTracker, expected: Any, actual: Any, tri
     # Roles and messages come from the fresh render (the expected side): it
     # says what each message is; the session's own markers may be the fault.
     # The tables are built on the first difference (most sessions have none).
-    tables: dict[str, MessageTable] = {}
+    tables: dict[str, MessageTable] = {} if expected_table is None else {"e": expected_table}
 
     def e_table_at(pos: int) -> tuple[int, str]:
         if "e" not in tables:

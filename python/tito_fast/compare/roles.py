@@ -127,6 +127,11 @@ class RoleTracker:
         self._openers: list[bytes] | None = None
 
     @property
+    def core(self) -> RoleMarkers:
+        """The markers as Rust holds them (`_core.RoleMarkers`, the table's rule)."""
+        return self._core
+
+    @property
     def openers(self) -> list[bytes]:
         """The UTF-8 text of each marker that opens a message block (fixed and
         named, not inner): what `compare.messages.MessageBounds` looks for."""

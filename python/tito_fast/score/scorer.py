@@ -37,8 +37,10 @@ import numpy as np
 
 from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
+from tito_fast.compare.alignment import ASSISTANT_PROBE_IDS
 from tito_fast.compare.comparator import Mismatch, MismatchType
-from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem
+from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem, diagnose
+from tito_fast.compare.roles import MessageTable
 from tito_fast.compare.messages import SENTINEL, MessageBounds, block_messages, history_messages
 from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
@@ -239,6 +241,9 @@ class Scorer:
         checker = SessionChecker(
             renderer.template, core, variables=t.template_variables, tool_policy=t.tool_policy, trim_ids=sorted(self._trim),
             vocab_size=self.vocab_size, family=self.family, openers=self.cmp.role_tracker.openers, segmenter=self.cmp.segmenter,
+            # full mode diagnoses the check's own ids: aligned, and their role table read, on its threads
+            roles=None if self.fast_path else self.cmp.role_tracker.core, assistant_start=self.cmp.assistant_start,
+            probe_ids=ASSISTANT_PROBE_IDS,
         )  # fmt: skip
         return checker, None
 
@@ -425,7 +430,15 @@ class Scorer:
         if expected is None:
             assert record is not None and isinstance(text, str)
             expected = self.expected_ids(record, text)  # the whole render, encoded once
-        diag = self.cmp.diagnose(expected, actual)
+        checked = sess.checked
+        if checked is not None and checked.alignment is not None:  # begun on the native check's threads
+            e_table = checked.expected_table
+            diag = diagnose(
+                self.cmp, self.cmp.role_tracker, expected, actual, self._trim, aligned=checked.alignment,
+                expected_table=MessageTable(*e_table) if e_table is not None else None,
+            )  # fmt: skip
+        else:
+            diag = self.cmp.diagnose(expected, actual)
         return self._result(sess, diag, expected, actual, "full", nseg, nseg, text)
 
     def _result(

@@ -12,6 +12,7 @@ use super::input::extract;
 use super::run;
 use super::segment::Segmenter;
 use crate::roles::{Markers, Table, Term, PROBE_IDS};
+use crate::vocab::ByteTable;
 
 /// A format's markers by token id: `fixed` (id -> role), `named` (id -> the
 /// terminator of the role name after it: a token id or a text) and `inner`
@@ -27,6 +28,29 @@ pub struct RoleMarkers {
 enum TermArg {
     Id(u32),
     Text(String),
+}
+
+impl RoleMarkers {
+    /// The role table of valid `ids` with role names read from the byte table
+    /// alone (the native check's, on its threads); None when the table cannot
+    /// tell a name (then `table` asks the tokenizer's decode).
+    pub(crate) fn table_by_bytes(&self, ids: &[u32], bytes: &ByteTable) -> Option<Table<'_>> {
+        let positions = self.markers.positions(ids);
+        let text = |run: &[u32]| bytes.text_bytes(run).and_then(|b| String::from_utf8(b).ok()).ok_or(());
+        self.markers.table(ids, &positions, text).ok()
+    }
+}
+
+/// `(starts, roles)` as `RoleMarkers.table` gives them.
+pub(crate) fn table_to_py<'py>(py: Python<'py>, Table { starts, roles }: Table<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    let starts = PyArray1::from_vec(py, starts.into_iter().map(|s| s as i64).collect());
+    // a few names, each made once
+    let mut made: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
+    let names = PyList::empty(py);
+    for role in roles {
+        names.append(&*made.entry(role).or_insert_with(|| PyString::new(py, role)))?;
+    }
+    PyTuple::new(py, [starts.into_any(), names.into_any()])
 }
 
 #[pymethods]
@@ -79,15 +103,7 @@ impl RoleMarkers {
             }
             Ok(s)
         };
-        let Table { starts, roles } = self.markers.table(&ids, &positions, text)?;
-        let starts = PyArray1::from_vec(py, starts.into_iter().map(|s| s as i64).collect());
-        // a few names, each made once
-        let mut made: HashMap<&str, Bound<'py, PyString>> = HashMap::new();
-        let names = PyList::empty(py);
-        for role in roles {
-            names.append(&*made.entry(role).or_insert_with(|| PyString::new(py, role)))?;
-        }
-        PyTuple::new(py, [starts.into_any(), names.into_any()])
+        table_to_py(py, self.markers.table(&ids, &positions, text)?)
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

@@ -45,7 +45,7 @@ fn bounds<'py>(
 
 /// One pair's alignment, its verdicts, the texts of the pairs to report and
 /// the trimmed lengths.
-type Aligned = (Alignment, Vec<i8>, Vec<PairTexts>, usize, usize);
+pub(crate) type Aligned = (Alignment, Vec<i8>, Vec<PairTexts>, usize, usize);
 
 /// How the assistant test reads a segment (see `Segmenter.align`).
 #[derive(Clone, Copy)]
@@ -78,6 +78,20 @@ impl Segmenter {
             Alignment::Structure { .. } => (Vec::new(), Vec::new()),
         };
         (alignment, verdicts, texts, ne, na)
+    }
+
+    /// `Segmenter.align` of two valid sequences (the native check's, on its
+    /// threads): trimmed by `trim`, with the assistant test's `assistant_start`
+    /// and `probe_ids`.
+    pub(crate) fn align_valid(
+        &self,
+        e: &[u32],
+        a: &[u32],
+        trim: &[u32],
+        assistant_start: Option<&[u8]>,
+        probe_ids: usize,
+    ) -> Aligned {
+        self.align_ids(e, a, trim, Probe { start: assistant_start, ids: probe_ids })
     }
 
     /// Validate both raw sequences and align them; an error names the side
@@ -134,7 +148,10 @@ impl PyAlignment {
 }
 
 /// The Python form of an alignment.
-fn aligned_to_py(py: Python<'_>, (alignment, verdicts, texts_in, ne, na): Aligned) -> PyResult<Bound<'_, PyAlignment>> {
+pub(crate) fn aligned_to_py(
+    py: Python<'_>,
+    (alignment, verdicts, texts_in, ne, na): Aligned,
+) -> PyResult<Bound<'_, PyAlignment>> {
     let (kind, differing, e, a) = match alignment {
         Alignment::Structure { expected, actual, pattern_only } => {
             (if pattern_only { "pattern" } else { "count" }, Vec::new(), expected, actual)

@@ -10,11 +10,13 @@ use super::bounds::PyMessageBounds;
 use super::encoder::BpeEncoder;
 use super::errors::{TemplateLimitError, TemplateRenderError};
 use super::record::{row_value, value_to_py};
-use super::segment::Segmenter;
+use super::roles::{table_to_py, RoleMarkers};
+use super::segment::{aligned_to_py, Aligned, PyAlignment, Segmenter};
 use super::threads_arg;
 use crate::batch::{on_render_thread, with_threads};
 use crate::check::{check_line, check_row, CheckSetup, Differing, LineOutcome, ToolPolicy};
 use crate::record::json::{Map, Value as RecordValue};
+use crate::roles::Table;
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
 use std::sync::Arc;
@@ -222,6 +224,36 @@ pub struct SessionChecker {
     template: Py<NativeTemplate>,
     encoder: Py<BpeEncoder>,
     setup: CheckSetup,
+    /// What a differing session's diagnosis is begun with on the check's threads.
+    diagnosis: Option<Diagnosis>,
+}
+
+/// The comparator's pieces the check aligns a differing session with, and
+/// the role markers its render's table is read with (names from the byte
+/// table alone).
+struct Diagnosis {
+    segmenter: Py<Segmenter>,
+    roles: Py<RoleMarkers>,
+    assistant_start: Option<Vec<u8>>,
+    probe_ids: usize,
+}
+
+/// What the check's threads found of a differing session's diagnosis.
+struct Begun<'a> {
+    aligned: Aligned,
+    /// The render's role table (None: a role name the byte table cannot tell).
+    table: Option<Table<'a>>,
+}
+
+impl Diagnosis {
+    fn begin(&self, o: &LineOutcome, trim: &[u32]) -> Option<Begun<'_>> {
+        let LineOutcome::Differs(d) = o else { return None };
+        let seg = self.segmenter.get();
+        let aligned = seg.align_valid(&d.expected, &d.actual, trim, self.assistant_start.as_deref(), self.probe_ids);
+        let ne = aligned.3;
+        let table = seg.byte_table().and_then(|b| self.roles.get().table_by_bytes(&d.expected[..ne], b));
+        Some(Begun { aligned, table })
+    }
 }
 
 #[pymethods]
@@ -229,12 +261,19 @@ impl SessionChecker {
     /// variables: the template variables (special tokens, template kwargs);
     /// tool_policy: "sglang", "sglang-legacy" or "none"; trim_ids: ids
     /// stripped from both tails before comparing; family: the scorer's.
-    #[new]
     /// openers: the strings that open a rendered message block (the role
     /// tracker's), for `CheckedSession.message_bounds`; with `segmenter`'s
     /// byte table, the first difference of a differing session is attributed
-    /// on the check's threads (its message bounds find those prefix lengths known).
-    #[pyo3(signature = (template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family, openers = None, segmenter = None))]
+    /// on the check's threads (its message bounds find those prefix lengths
+    /// known). With `roles` too (the role tracker's markers) the check also
+    /// aligns a differing session (`segmenter.align` with `trim_ids`,
+    /// `assistant_start` and `probe_ids`) and reads its render's role table
+    /// on its threads (`CheckedSession.alignment`, `expected_table`).
+    #[new]
+    #[pyo3(signature = (
+        template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family, openers = None, segmenter = None,
+        roles = None, assistant_start = None, probe_ids = 20
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -246,7 +285,10 @@ impl SessionChecker {
         vocab_size: u32,
         family: String,
         openers: Option<Vec<Vec<u8>>>,
-        segmenter: Option<PyRef<'_, Segmenter>>,
+        segmenter: Option<Bound<'_, Segmenter>>,
+        roles: Option<Py<RoleMarkers>>,
+        assistant_start: Option<Vec<u8>>,
+        probe_ids: usize,
     ) -> PyResult<Self> {
         let policy = ToolPolicy::from_name(tool_policy).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -261,10 +303,16 @@ impl SessionChecker {
                 .map_err(|m| render_error(py, &RenderFailure::Unsupported(format!("variables[{key:?}] holds {m}"))))?;
             vars.push((key, value));
         }
-        let bytes = segmenter.as_ref().and_then(|s| s.byte_table()).map(|t| Arc::new(t.clone()));
+        let bytes = segmenter.as_ref().and_then(|s| s.get().byte_table()).map(|t| Arc::new(t.clone()));
         let openers = openers.unwrap_or_default();
         let setup = CheckSetup { variables: vars, policy, trim: trim_ids, vocab_size, family, openers, bytes };
-        Ok(SessionChecker { template, encoder, setup })
+        let diagnosis = match (segmenter, roles) {
+            (Some(segmenter), Some(roles)) => {
+                Some(Diagnosis { segmenter: segmenter.unbind(), roles, assistant_start, probe_ids })
+            }
+            _ => None,
+        };
+        Ok(SessionChecker { template, encoder, setup, diagnosis })
     }
 
     /// Check every line (bytes of one JSONL record) on `threads` threads
@@ -288,8 +336,9 @@ impl SessionChecker {
         }
         let threads = threads_arg(threads)?;
         let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
-        let outcomes: Vec<LineOutcome> =
-            py.detach(|| with_threads(threads, || raw.par_iter().map(|l| check_line(l, tmpl, enc, setup)).collect()));
+        let outcomes: Vec<_> = py.detach(|| {
+            with_threads(threads, || raw.par_iter().map(|l| this.begun(check_line(l, tmpl, enc, setup))).collect())
+        });
         outcomes_to_py(slf, outcomes)
     }
 
@@ -304,12 +353,14 @@ impl SessionChecker {
         let read: Vec<_> = rows.iter().map(|row| row_value(&row)).collect();
         let threads = threads_arg(threads)?;
         let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
-        let outcomes: Vec<LineOutcome> = py.detach(|| {
+        let outcomes: Vec<_> = py.detach(|| {
             with_threads(threads, || {
                 read.into_par_iter()
                     .map(|row| match row {
-                        Ok(v) => check_row(v, tmpl, enc, setup),
-                        Err(bad) => LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id },
+                        Ok(v) => this.begun(check_row(v, tmpl, enc, setup)),
+                        Err(bad) => {
+                            (LineOutcome::Bad { code: bad.code, reason: bad.reason, session_id: bad.session_id }, None)
+                        }
                     })
                     .collect()
             })
@@ -328,11 +379,14 @@ impl SessionChecker {
 }
 
 /// The check's outcomes as Python values (see `SessionChecker.check_lines`).
-fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -> PyResult<Vec<Py<PyAny>>> {
+fn outcomes_to_py(
+    slf: &Bound<'_, SessionChecker>,
+    outcomes: Vec<(LineOutcome, Option<Begun<'_>>)>,
+) -> PyResult<Vec<Py<PyAny>>> {
     let py = slf.py();
     outcomes
         .into_iter()
-        .map(|o| -> PyResult<Py<PyAny>> {
+        .map(|(o, begun)| -> PyResult<Py<PyAny>> {
             Ok(match o {
                 LineOutcome::Python(_) => py.None(),
                 LineOutcome::Bad { code, reason, session_id } => {
@@ -345,7 +399,15 @@ fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -
                     let text = PyBytes::new(py, d.text.as_bytes()); // kept: the message bounds share it
                     let expected = PyArray1::from_vec(py, std::mem::take(&mut d.expected));
                     let actual = PyArray1::from_vec(py, std::mem::take(&mut d.actual));
-                    let session = CheckedSession { checker: slf.clone().unbind(), session: *d };
+                    let (alignment, table) = match begun {
+                        Some(b) => (
+                            Some(aligned_to_py(py, b.aligned)?.unbind()),
+                            b.table.map(|t| table_to_py(py, t)).transpose()?.map(Bound::unbind),
+                        ),
+                        None => (None, None),
+                    };
+                    let session =
+                        CheckedSession { checker: slf.clone().unbind(), session: *d, alignment, expected_table: table };
                     ("differs", text, expected, actual, session).into_pyobject(py)?.into_any().unbind()
                 }
             })
@@ -364,6 +426,8 @@ fn outcomes_to_py(slf: &Bound<'_, SessionChecker>, outcomes: Vec<LineOutcome>) -
 pub struct CheckedSession {
     checker: Py<SessionChecker>,
     session: Differing,
+    alignment: Option<Py<PyAlignment>>,
+    expected_table: Option<Py<PyTuple>>,
 }
 
 #[pymethods]
@@ -378,6 +442,22 @@ impl CheckedSession {
     #[getter]
     fn roles(&self) -> Vec<&str> {
         self.session.roles.iter().map(String::as_str).collect()
+    }
+
+    /// The alignment of the render's ids with the session's, as the
+    /// scorer's comparator aligns them (`Segmenter.align`), made on the
+    /// check's threads (None: the checker was built without `roles`).
+    #[getter]
+    fn alignment(&self, py: Python<'_>) -> Option<Py<PyAlignment>> {
+        self.alignment.as_ref().map(|a| a.clone_ref(py))
+    }
+
+    /// `(starts, roles)` of the render's ids (trimmed as the alignment trims
+    /// them), as `RoleMarkers.table` reads them, made on the check's threads
+    /// (None: not made, or a role name the byte table cannot tell).
+    #[getter]
+    fn expected_table(&self, py: Python<'_>) -> Option<Py<PyTuple>> {
+        self.expected_table.as_ref().map(|t| t.clone_ref(py))
     }
 
     /// How many assistant messages.
@@ -428,6 +508,14 @@ impl CheckedSession {
         let this = slf.get();
         let bounds = this.session.bounds(&this.checker.get().setup.openers);
         PyMessageBounds::native(bounds, slf.clone().unbind(), render_prefix, render_history)
+    }
+}
+
+impl SessionChecker {
+    /// An outcome with the diagnosis begun on this thread (a differing session's).
+    fn begun(&self, o: LineOutcome) -> (LineOutcome, Option<Begun<'_>>) {
+        let begun = self.diagnosis.as_ref().and_then(|d| d.begin(&o, &self.setup.trim));
+        (o, begun)
     }
 }
 
