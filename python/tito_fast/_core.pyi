@@ -837,8 +837,15 @@ class SessionChecker:
         segmenter: Segmenter | None = None,
         roles: RoleMarkers | None = None,
         assistant_start: bytes | None = None,
-        probe_ids: int = 20,
-    ) -> Self: ...
+        probe_ids: int | None = None,
+    ) -> Self:
+        """`openers` (the role tracker's block openers) and `segmenter` (with
+        its byte table): a differing session's first difference is placed on
+        the check's threads (`CheckedSession.message_bounds`); with `roles` too
+        (the tracker's `RoleMarkers`; needs `segmenter`) the session is aligned
+        (`Segmenter.align` with `trim_ids`, `assistant_start`, `probe_ids`:
+        default 20) and its render's role table read there
+        (`CheckedSession.alignment`, `expected_table`)."""
     def check_lines(
         self, lines: list[bytes], *, threads: int | None = None
     ) -> list[

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tito_fast._core import CheckedSession, TemplateRenderError
+from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError
 from tito_fast.compare.messages import SENTINEL, MessageBounds
 from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, to_arrow, write_parquet
 from tito_fast.score.run import run_score
@@ -400,3 +400,15 @@ def test_the_checks_alignment_and_role_table_are_the_comparators(dump: Path, fix
     assert fast.native is not None
     sessions = [o[-1] for o in fast.native.check_lines([ln.data for ln in read_dump_lines(dump)]) if o is not None and o[0] == "differs"]  # type: ignore[union-attr]
     assert sessions and all(isinstance(s, CheckedSession) and s.alignment is None for s in sessions)
+
+
+def test_a_checker_that_would_align_needs_a_segmenter() -> None:
+    scorer = _scorer("qwen3", "qwen3", "full")
+    t = scorer.tito
+    renderer, enc = t.native_renderer(), t.fast_encoder
+    assert renderer is not None and renderer.template is not None and enc is not None and enc.core is not None
+    kw: dict[str, Any] = dict(variables=t.template_variables, tool_policy=t.tool_policy, trim_ids=[], vocab_size=scorer.vocab_size, family="qwen3")
+    with pytest.raises(ValueError, match="argument 'roles'"):
+        SessionChecker(renderer.template, enc.core, roles=scorer.cmp.role_tracker.core, **kw)
+    with pytest.raises(ValueError, match="probe_ids"):
+        SessionChecker(renderer.template, enc.core, probe_ids=True, **kw)  # a bool is no count

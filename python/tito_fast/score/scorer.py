@@ -37,7 +37,7 @@ import numpy as np
 
 from tito_fast._core import CheckedSession, SessionChecker, common_prefix_len
 from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokenizer
-from tito_fast.compare.alignment import ASSISTANT_PROBE_IDS
+from tito_fast.compare.alignment import ASSISTANT_PROBE_IDS, Alignment
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem, diagnose
 from tito_fast.compare.roles import MessageTable
@@ -431,10 +431,11 @@ class Scorer:
             assert record is not None and isinstance(text, str)
             expected = self.expected_ids(record, text)  # the whole render, encoded once
         checked = sess.checked
-        if checked is not None and checked.alignment is not None:  # begun on the native check's threads
-            e_table = checked.expected_table
+        aligned = checked.alignment if checked is not None else None
+        if aligned is not None and _aligns(aligned, expected, actual):  # begun on the native check's threads
+            e_table = checked.expected_table if checked is not None else None
             diag = diagnose(
-                self.cmp, self.cmp.role_tracker, expected, actual, self._trim, aligned=checked.alignment,
+                self.cmp, self.cmp.role_tracker, expected, actual, self._trim, aligned=aligned,
                 expected_table=MessageTable(*e_table) if e_table is not None else None,
             )  # fmt: skip
         else:
@@ -517,3 +518,9 @@ class Scorer:
             if it.type is not None and (first is None or pos < first):
                 first = pos
         return items, first
+
+
+def _aligns(aligned: Alignment, expected: np.ndarray, actual: np.ndarray) -> bool:
+    """Whether `aligned` can be an alignment of these two id sequences (the
+    check's own, passed on with it: a cheap guard against others)."""
+    return int(aligned.expected_starts[-1]) <= len(expected) and int(aligned.actual_starts[-1]) <= len(actual)

@@ -377,7 +377,7 @@ const PROBE_IDS_DEFAULT: usize = 20;
 /// `probe_ids` as a count: a non-negative int (a bigger count than any
 /// sequence holds means the whole segment); anything else is a ValueError
 /// naming the argument.
-fn probe_ids_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+pub(crate) fn probe_ids_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     let Some(value) = value else {
         return Ok(PROBE_IDS_DEFAULT);
     };

@@ -11,7 +11,7 @@ use super::encoder::BpeEncoder;
 use super::errors::{TemplateLimitError, TemplateRenderError};
 use super::record::{row_value, value_to_py};
 use super::roles::{table_to_py, RoleMarkers};
-use super::segment::{aligned_to_py, Aligned, PyAlignment, Segmenter};
+use super::segment::{aligned_to_py, probe_ids_arg, Aligned, PyAlignment, Segmenter};
 use super::threads_arg;
 use crate::batch::{on_render_thread, with_threads};
 use crate::check::{check_line, check_row, CheckSetup, Differing, LineOutcome, ToolPolicy};
@@ -272,7 +272,7 @@ impl SessionChecker {
     #[new]
     #[pyo3(signature = (
         template, encoder, *, variables, tool_policy, trim_ids, vocab_size, family, openers = None, segmenter = None,
-        roles = None, assistant_start = None, probe_ids = 20
+        roles = None, assistant_start = None, probe_ids = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -288,8 +288,12 @@ impl SessionChecker {
         segmenter: Option<Bound<'_, Segmenter>>,
         roles: Option<Py<RoleMarkers>>,
         assistant_start: Option<Vec<u8>>,
-        probe_ids: usize,
+        probe_ids: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let probe_ids = probe_ids_arg(probe_ids)?;
+        if roles.is_some() && segmenter.is_none() {
+            return Err(PyValueError::new_err("argument 'roles': the check aligns with a segmenter: give one"));
+        }
         let policy = ToolPolicy::from_name(tool_policy).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "argument 'tool_policy': must be 'sglang', 'sglang-legacy' or 'none', got {tool_policy:?}"
