@@ -40,8 +40,8 @@ from tito_fast.chat.families import FamilyConfig, TitoTokenizer, get_tito_tokeni
 from tito_fast.compare.alignment import ASSISTANT_PROBE_IDS, Alignment
 from tito_fast.compare.comparator import Mismatch, MismatchType
 from tito_fast.compare.diagnosis import Diagnosis, DiagnosisItem, diagnose
-from tito_fast.compare.roles import MessageTable
 from tito_fast.compare.messages import SENTINEL, MessageBounds, block_messages, history_messages
+from tito_fast.compare.roles import MessageTable
 from tito_fast.errors import MissingDependency, ScoreError, TemplateLimitError
 from tito_fast.score.dump import Record
 from tito_fast.tokenizer.added import AddedTokenSplitter
@@ -279,6 +279,7 @@ class Scorer:
 
         def offset(i: int) -> int:
             return seg.byte_len(expected[:i]) or 0
+
         checked = sess.checked
         record: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = []
 
@@ -432,8 +433,8 @@ class Scorer:
             expected = self.expected_ids(record, text)  # the whole render, encoded once
         checked = sess.checked
         aligned = checked.alignment if checked is not None else None
-        if aligned is not None and _aligns(aligned, expected, actual):  # begun on the native check's threads
-            e_table = checked.expected_table if checked is not None else None
+        if checked is not None and aligned is not None and _aligns(aligned, expected, actual):  # begun on the check's threads
+            e_table = checked.expected_table
             diag = diagnose(
                 self.cmp, self.cmp.role_tracker, expected, actual, self._trim, aligned=aligned,
                 expected_table=MessageTable(*e_table) if e_table is not None else None,

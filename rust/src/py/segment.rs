@@ -13,6 +13,7 @@ use crate::merge::trimmed_len;
 use crate::prefix::Side;
 use crate::segment::{align, segment, Alignment, IdSet, Segment};
 use crate::vocab::{verdict, ByteTable, PairTexts};
+use std::sync::Arc;
 
 /// Segments a sequence at boundary ids and aligns two sequences' segments;
 /// with a byte table it also decides most content comparisons without
@@ -26,7 +27,8 @@ pub struct Segmenter {
 
 /// A byte table and the parts it was built from (kept for pickling).
 struct Table {
-    table: ByteTable,
+    /// Shared with the native check that attributes on it (`SessionChecker`).
+    table: Arc<ByteTable>,
     offsets: Vec<u32>,
     blob: Vec<u8>,
     added: Vec<u32>,
@@ -57,7 +59,12 @@ struct Probe<'a> {
 impl Segmenter {
     /// The byte table, when one was given.
     pub(crate) fn byte_table(&self) -> Option<&ByteTable> {
-        self.table.as_ref().map(|t| &t.table)
+        self.table.as_ref().map(|t| &*t.table)
+    }
+
+    /// The byte table itself, shared (not copied), when one was given.
+    pub(crate) fn shared_byte_table(&self) -> Option<Arc<ByteTable>> {
+        self.table.as_ref().map(|t| Arc::clone(&t.table))
     }
 
     /// Trim, segment and align two id sequences; give each differing pair
@@ -66,7 +73,7 @@ impl Segmenter {
         let (ne, na) = (trimmed_len(e, trim), trimmed_len(a, trim));
         let (e, a) = (&e[..ne], &a[..na]);
         let alignment = align(e, a, &self.boundary);
-        let table = self.table.as_ref().map(|t| &t.table);
+        let table = self.byte_table();
         let (verdicts, texts) = match &alignment {
             Alignment::Aligned { expected: es, actual: as_, differing } => differing
                 .iter()
@@ -202,7 +209,7 @@ impl Segmenter {
                 let added = extract_id_set(added_ids, "added_ids")?;
                 let t = ByteTable::new(offsets.clone(), blob.clone(), &added)
                     .map_err(|m| input_error(py, "byte_offsets", None, &m))?;
-                Some(Table { table: t, offsets, blob, added })
+                Some(Table { table: Arc::new(t), offsets, blob, added })
             }
             (None, None) => None,
             _ => return Err(input_error(py, "byte_blob", None, "byte_offsets and byte_blob go together")),

@@ -19,7 +19,6 @@ use crate::record::json::{Map, Value as RecordValue};
 use crate::roles::Table;
 use crate::template::{map, ChatTemplate, RenderFailure};
 use minijinja::Value;
-use std::sync::Arc;
 
 /// Deeper template values than this are refused (a hostile record must not
 /// exhaust the stack).
@@ -307,7 +306,7 @@ impl SessionChecker {
                 .map_err(|m| render_error(py, &RenderFailure::Unsupported(format!("variables[{key:?}] holds {m}"))))?;
             vars.push((key, value));
         }
-        let bytes = segmenter.as_ref().and_then(|s| s.get().byte_table()).map(|t| Arc::new(t.clone()));
+        let bytes = segmenter.as_ref().and_then(|s| s.get().shared_byte_table());
         let openers = openers.unwrap_or_default();
         let setup = CheckSetup { variables: vars, policy, trim: trim_ids, vocab_size, family, openers, bytes };
         let diagnosis = match (segmenter, roles) {
