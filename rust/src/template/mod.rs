@@ -106,7 +106,18 @@ pub fn context_size(v: &Value) -> usize {
             ValueKind::String => *total = total.saturating_add(v.as_str().map_or(0, str::len)),
             ValueKind::Seq | ValueKind::Map if depth < 300 => {
                 *total = total.saturating_add(16);
-                if let Some(obj) = v.as_object() {
+                // the maps and lists the renderer builds, read in place (no
+                // clone of each key and item, as the generic iteration makes)
+                if let Some(m) = v.downcast_object_ref::<indexmap::IndexMap<Value, Value>>() {
+                    for (k, item) in m {
+                        walk(k, depth + 1, total);
+                        walk(item, depth + 1, total);
+                    }
+                } else if let Some(items) = v.downcast_object_ref::<Vec<Value>>() {
+                    for item in items {
+                        walk(item, depth + 1, total);
+                    }
+                } else if let Some(obj) = v.as_object() {
                     if v.kind() == ValueKind::Map {
                         for (k, item) in obj.try_iter_pairs().into_iter().flatten() {
                             walk(&k, depth + 1, total);
@@ -837,6 +848,15 @@ mod limit_tests {
         assert_eq!(tier_fuel(tier_of(big.fuel)), big.fuel);
         let ctx = map([("messages", Value::from(vec![map([("content", Value::from("abcd"))])]))]);
         assert_eq!(context_size(&ctx), 16 + 8 + 16 + 16 + 7 + 4);
+        // maps and lists of other types are counted as the renderer's own are
+        let other = Value::from(std::collections::BTreeMap::from([(
+            "messages",
+            Value::from(std::collections::VecDeque::from([Value::from(std::collections::BTreeMap::from([(
+                "content",
+                Value::from("abcd"),
+            )]))])),
+        )]));
+        assert_eq!(context_size(&other), context_size(&ctx));
     }
 
     #[test]
