@@ -17,7 +17,13 @@ pub struct ByteTable {
     offsets: Vec<u32>,
     blob: Vec<u8>,
     added: IdSet,
+    /// Each id's byte count ([`LONG`] for one of that many bytes or more):
+    /// summed in the O(n) passes that place an id in its text.
+    lens: Vec<u16>,
 }
+
+/// A byte count [`ByteTable`]'s `lens` does not hold (read from the offsets).
+const LONG: u16 = u16::MAX;
 
 impl ByteTable {
     /// `offsets` has one entry per id plus one; id i's bytes are
@@ -35,7 +41,8 @@ impl ByteTable {
         if *offsets.last().unwrap_or(&0) as usize != blob.len() {
             return Err(format!("last offset {} is not the blob length {}", offsets[offsets.len() - 1], blob.len()));
         }
-        Ok(Self { offsets, blob, added: IdSet::new(added) })
+        let lens = offsets.windows(2).map(|w| u16::try_from(w[1] - w[0]).unwrap_or(LONG)).collect();
+        Ok(Self { offsets, blob, added: IdSet::new(added), lens })
     }
 
     /// Number of ids the table knows.
@@ -55,6 +62,26 @@ impl ByteTable {
     pub fn bytes(&self, id: u32) -> Option<&[u8]> {
         let i = id as usize;
         (i < self.len()).then(|| &self.blob[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+    }
+
+    /// How many bytes `ids` decode to, concatenated (where id `i` of a text's
+    /// ids starts in it is `byte_len(&ids[..i])`); None when an id is
+    /// outside the table.
+    ///
+    /// ```
+    /// use tito_fast::vocab::ByteTable;
+    /// let t = ByteTable::new(vec![0, 2, 5], b"Hello".to_vec(), &[]).unwrap();
+    /// assert_eq!(t.byte_len(&[0, 1, 0]), Some(7));
+    /// assert_eq!(t.byte_len(&[0, 2]), None);
+    /// ```
+    #[must_use]
+    pub fn byte_len(&self, ids: &[u32]) -> Option<usize> {
+        let mut total = 0usize;
+        for &id in ids {
+            let n = *self.lens.get(id as usize)?;
+            total += if n == LONG { self.bytes(id)?.len() } else { usize::from(n) };
+        }
+        Some(total)
     }
 
     /// The concatenated bytes of `ids`, or None when an id is outside the

@@ -126,15 +126,11 @@ impl Differing {
         let Some(table) = &setup.bytes else { return };
         let at = crate::prefix::common_prefix_len(&self.expected[..ne], &self.actual[..na]);
         let at = at.min(self.expected.len().saturating_sub(1));
-        let (mut byte, mut total) = (0, 0);
-        for (i, &id) in self.expected.iter().enumerate() {
-            if i == at {
-                byte = total;
-            }
-            let Some(b) = table.bytes(id) else { return };
-            total += b.len();
-        }
-        if total != self.text.len() || self.expected.is_empty() {
+        let (Some(byte), Some(rest)) = (table.byte_len(&self.expected[..at]), table.byte_len(&self.expected[at..]))
+        else {
+            return;
+        };
+        if byte + rest != self.text.len() || self.expected.is_empty() {
             return; // the ids do not decode to the render byte for byte: no boundaries by bytes
         }
         let starts = opener_starts(self.text.as_bytes(), &setup.openers);

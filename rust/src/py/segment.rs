@@ -262,10 +262,7 @@ impl Segmenter {
         let Some(table) = self.byte_table() else { return Ok(None) };
         let h = extract(ids, "ids")?;
         let r = h.raw();
-        run(py, r.len(), || {
-            r.normalize().map(|ids| ids.iter().try_fold(0usize, |at, &id| Some(at + table.bytes(id)?.len())))
-        })
-        .map_err(|e| id_error(py, "ids", &e))
+        run(py, r.len(), || r.normalize().map(|ids| table.byte_len(&ids))).map_err(|e| id_error(py, "ids", &e))
     }
 
     /// The boundary ids, sorted.
