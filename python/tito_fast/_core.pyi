@@ -858,7 +858,8 @@ class SessionChecker:
         verdict), ("clean", session_id, turns, num_ids, metadata JSON) or ("differs",
         text, expected ids, session ids, session): the render (UTF-8 bytes), its ids,
         the session's ids, and a `CheckedSession` (what the diagnosis needs of the record; it renders
-        the message prefixes)."""
+        the message prefixes). Every id of a session the check takes is below `vocab_size`
+        (a record or render with one outside goes to the Python path)."""
     def check_rows(
         self, rows: list[dict[str, Any]], *, threads: int | None = None
     ) -> list[

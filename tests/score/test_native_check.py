@@ -412,3 +412,22 @@ def test_a_checker_that_would_align_needs_a_segmenter() -> None:
         SessionChecker(renderer.template, enc.core, roles=scorer.cmp.role_tracker.core, **kw)
     with pytest.raises(ValueError, match="probe_ids"):
         SessionChecker(renderer.template, enc.core, probe_ids=True, **kw)  # a bool is no count
+
+
+def test_a_render_encoded_outside_the_vocabulary_goes_to_the_python_path() -> None:
+    """Every id of a session the check takes is in the vocabulary (the diagnosis
+    then has nothing to warn of): a record whose own ids are inside it but whose
+    render encodes to one outside goes to the Python path."""
+    scorer = _scorer("qwen3", "qwen3", "full")
+    t = scorer.tito
+    renderer, enc = t.native_renderer(), t.fast_encoder
+    assert renderer is not None and renderer.template is not None and enc is not None and enc.core is not None
+    row = json.loads((ROOT / "examples" / "qwen3_dump.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    ids = sorted(row["token_ids"])[:5]  # a differing session with the five smallest ids
+    line = json.dumps(dict(row, token_ids=ids)).encode()
+    kw: dict[str, Any] = dict(variables=t.template_variables, tool_policy=t.tool_policy, trim_ids=[], family="qwen3")
+    small = SessionChecker(renderer.template, enc.core, vocab_size=max(ids) + 1, **kw)
+    assert small.explain(line) == "the render encodes to an id outside the vocabulary"
+    assert small.check_lines([line]) == [None]
+    whole = SessionChecker(renderer.template, enc.core, vocab_size=scorer.vocab_size, **kw)
+    assert whole.explain(line) is None and whole.check_lines([line])[0][0] == "differs"  # type: ignore[index]

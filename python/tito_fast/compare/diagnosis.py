@@ -142,11 +142,14 @@ def diagnose(
     *,
     aligned: Alignment | None = None,
     expected_table: MessageTable | None = None,
+    in_vocabulary: bool = False,
 ) -> Diagnosis:
     """See `TokenSeqComparator.diagnose`. `aligned` (`cmp.align(expected,
     actual, trim)`) and `expected_table` (`tracker.table` of the trimmed
     expected ids), when already made (the native check makes them on its
-    threads: `CheckedSession.alignment`, `expected_table`)."""
+    threads: `CheckedSession.alignment`, `expected_table`); `in_vocabulary`:
+    the caller knows every id of both sides is in the tokenizer's vocabulary
+    (the native check's sessions are), so there is nothing to warn of."""
     exp, act = as_sliceable(expected), as_sliceable(actual)
     if aligned is None:
         aligned = cmp.align(exp, act, trim)
@@ -174,7 +177,7 @@ def diagnose(
         scheme = tracker.scheme.name if tracker.scheme else None
         return Diagnosis(items, reference, scheme, warnings, tables.get("a"), tables.get("e"))
     items: list[DiagnosisItem] = []
-    warnings = _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
+    warnings = [] if in_vocabulary else _vocabulary_warnings(cmp, {"expected": exp, "actual": act})
 
     def pair_item(i: int, j: int) -> DiagnosisItem | None:
         es, ee, as_, ae = e_starts[i], e_starts[i + 1], a_starts[j], a_starts[j + 1]

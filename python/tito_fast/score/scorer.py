@@ -437,7 +437,7 @@ class Scorer:
             e_table = checked.expected_table
             diag = diagnose(
                 self.cmp, self.cmp.role_tracker, expected, actual, self._trim, aligned=aligned,
-                expected_table=MessageTable(*e_table) if e_table is not None else None,
+                expected_table=MessageTable(*e_table) if e_table is not None else None, in_vocabulary=True,
             )  # fmt: skip
         else:
             diag = self.cmp.diagnose(expected, actual)

@@ -297,6 +297,10 @@ fn check(
         let metadata = rec.metadata.as_ref().map(crate::record::json::dumps);
         return Ok(LineOutcome::Clean { session_id: rec.session_id, turns, num_ids: actual.len(), metadata });
     }
+    if expected.iter().any(|&id| id >= setup.vocab_size) {
+        // (the record's ids are inside it: a clean session's render ids are too)
+        return Err("the render encodes to an id outside the vocabulary".into());
+    }
     // a record's messages each have a string role (`schema::dump_record`); normalising keeps it
     let roles = normalised.iter().map(|m| m.get("role").and_then(Value::as_str).unwrap_or("").to_string()).collect();
     let mut d = Differing {

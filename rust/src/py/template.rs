@@ -325,6 +325,8 @@ impl SessionChecker {
     /// `("differs", text, expected_ids, session_ids, session)`: the render
     /// (UTF-8 bytes), its ids, the session's ids and a `CheckedSession` (what
     /// the diagnosis needs of the record; it renders the message prefixes).
+    /// Every id of a session the check takes is below `vocab_size` (a record
+    /// or render with one outside goes to the Python path).
     #[pyo3(signature = (lines, *, threads = None))]
     fn check_lines(slf: &Bound<'_, Self>, lines: &Bound<'_, PyList>, threads: Option<i64>) -> PyResult<Vec<Py<PyAny>>> {
         use rayon::prelude::*;
