@@ -740,6 +740,12 @@ class CheckedSession:
     def turns(self) -> int:
         """How many assistant messages."""
     @property
+    def first_difference(self) -> tuple[int, int] | None:
+        """`(i, byte)`: the render's id i is the first that differs from the
+        session's (the last id when one side is a prefix of the other, trimmed
+        ids aside) and starts at `byte` of the render; None when the render's
+        ids do not decode to it byte for byte (or the checker has no segmenter)."""
+    @property
     def metadata(self) -> Any:
         """The record's metadata as json.loads gives it."""
     def render_prefix(self, k: int, *, then_user: str | None = None) -> bytes:
@@ -796,6 +802,9 @@ class MessageBounds:
     def message_at(self, byte: int, hint: int | None = None) -> int:
         """The index of the message whose render holds byte `byte` of `text`
         (-1: before any message); `hint`, a guess tried first."""
+    def known_message_at(self, byte: int) -> int | None:
+        """`message_at(byte)` from the prefix lengths known so far, without a
+        render (None: they do not tell)."""
 
 def block_messages(block_roles: Sequence[str], message_roles: Sequence[str]) -> list[int] | None:
     """A guess of the message each rendered block starts with, for

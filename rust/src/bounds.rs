@@ -181,6 +181,21 @@ impl MessageBounds {
         Ok(self.openers.iter().filter_map(|o| rfind(head, o)).max().unwrap_or(0))
     }
 
+    /// [`MessageBounds::message_at`] from the prefix lengths known so far
+    /// (no render): None when they do not tell.
+    #[must_use]
+    pub fn known_message_at(&self, byte: usize) -> Option<i64> {
+        let n = self.n as i64;
+        if self.lens.get(&self.n).is_some_and(|&end| byte >= end) {
+            return Some(n - 1);
+        }
+        // the smallest k with prefix_len(k) > byte is k when k-1 covers no more than byte
+        self.lens.iter().filter(|&(_, &len)| len > byte).find_map(|(&k, _)| match k {
+            0 => Some(-1),
+            _ => self.lens.get(&(k - 1)).is_some_and(|&before| before <= byte).then_some(k as i64 - 1),
+        })
+    }
+
     /// The index of the message whose render holds byte `byte` of the text
     /// (the last message for a byte past the end; -1 for a byte of what the
     /// template renders before any message, e.g. a tools block). `hint`: a
@@ -191,6 +206,9 @@ impl MessageBounds {
     /// When the renderer stops.
     pub fn message_at<P: Prefixes>(&mut self, byte: usize, hint: Option<i64>, r: &mut P) -> Result<i64, P::Stop> {
         let n = self.n as i64;
+        if let Some(k) = self.known_message_at(byte) {
+            return Ok(k);
+        }
         // the smallest k with prefix_len(k) > byte: message k-1
         if byte >= self.prefix_len(self.n, r)? {
             return Ok(n - 1);
@@ -310,6 +328,9 @@ mod tests {
         let renders = r.1;
         assert_eq!(b.message_at(16, Some(1), &mut r), Ok(1)); // remembered: no render
         assert_eq!(r.1, renders);
+        assert_eq!([0, 3, 13, 16, 40].map(|i| b.known_message_at(i)), [Some(-1), Some(0), Some(0), Some(1), Some(1)]);
+        let fresh = MessageBounds::new(2, b.shared_text(), vec![], Some("user"));
+        assert_eq!((fresh.known_message_at(3), fresh.known_message_at(30)), (None, Some(1))); // only the whole is known
         for hint in [i64::MIN, -7, 9, i64::MAX] {
             assert_eq!(b.message_at(13, Some(hint), &mut r), Ok(0)); // any guess, the same answer
         }

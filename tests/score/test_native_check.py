@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError
+from tito_fast._core import CheckedSession, SessionChecker, TemplateRenderError, common_prefix_len
 from tito_fast.compare.messages import SENTINEL, MessageBounds
 from tito_fast.score.dump import RawRow, batch_dicts, parquet_rows, read_dump_lines, to_arrow, write_parquet
 from tito_fast.score.run import run_score
@@ -312,10 +312,11 @@ def test_the_checks_own_attribution_is_the_rules(dump: Path, fixture: str, famil
     assert scorer.native is not None
     tracker = scorer.cmp.role_tracker
     outcomes = scorer.native.check_lines([ln.data for ln in read_dump_lines(dump)])  # type: ignore[union-attr]
-    differing = [(o[1], o[-1]) for o in outcomes if o is not None and o[0] == "differs"]
+    differing = [(o[1], o[2], o[3], o[-1]) for o in outcomes if o is not None and o[0] == "differs"]
     assert differing
     found = 0
-    for text, session in differing:
+    seg = scorer.cmp.segmenter
+    for text, expected, actual, session in differing:
         assert isinstance(text, bytes) and isinstance(session, CheckedSession)
         asked: list[int] = []
 
@@ -332,6 +333,13 @@ def test_the_checks_own_attribution_is_the_rules(dump: Path, fixture: str, famil
             render_history=lambda k: session.render_prefix(k, then_user=SENTINEL),
         )  # fmt: skip
         assert {k: fresh.prefix_len(k) for k in known} == known
+        # the first difference: its id, where it starts, and its message from what the check found
+        assert session.first_difference is not None
+        i, byte = session.first_difference
+        ne, na = (len(ids) - next((j for j, x in enumerate(ids[::-1].tolist()) if x not in scorer._trim), len(ids)) for ids in (expected, actual))
+        assert i == min(common_prefix_len(expected[:ne], actual[:na]), len(expected) - 1)
+        assert byte == seg.byte_len(expected[:i]) and seg.byte_len(expected) == len(text)
+        assert bounds.known_message_at(byte) == fresh.message_at(byte)
         assert [bounds.prefix_len(k) for k in range(n + 1)] == [fresh.prefix_len(k) for k in range(n + 1)]
         for k in asked:  # jinja2 is asked only for what the native renderer hands over
             with pytest.raises(TemplateRenderError):

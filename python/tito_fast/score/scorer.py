@@ -265,19 +265,26 @@ class Scorer:
     # -- one session --------------------------------------------------------
 
     def _attribution(
-        self, sess: _Session, text: str | bytes, expected: np.ndarray
+        self, sess: _Session, text: str | bytes, expected: np.ndarray, known: tuple[int, int] | None = None
     ) -> tuple[MessageBounds, Callable[[int], int]] | None:
         """Which message each id of `expected` (the render `text`, encoded) belongs
         to, from the render's boundaries (`compare.messages.MessageBounds`:
         renders of the record's message prefixes), and where in the render id
         i starts; None when the ids do not decode to the render byte for byte
-        (then the rendered markers number the messages)."""
+        (then the rendered markers number the messages). `known`: `(i, byte)`,
+        where id i of these ids starts, found by the native check as it
+        found that they decode to the render byte for byte
+        (`CheckedSession.first_difference`)."""
         raw = text if isinstance(text, bytes) else text.encode("utf-8")
         seg = self.cmp.segmenter
-        if not len(expected) or seg.byte_len(expected) != len(raw) or (sess.messages is None and sess.checked is None):
+        if sess.messages is None and sess.checked is None:
+            return None
+        if known is None and (not len(expected) or seg.byte_len(expected) != len(raw)):
             return None
 
         def offset(i: int) -> int:
+            if known is not None and i == known[0]:
+                return known[1]
             return seg.byte_len(expected[:i]) or 0
 
         checked = sess.checked
@@ -454,7 +461,9 @@ class Scorer:
         nseg: int,
         text: str | bytes,
     ) -> SessionResult:
-        items, first = self._place(sess, diag, expected, actual, text)
+        # the check's ids (the full path's) are these ids: where it found them differ first is known
+        known = sess.checked.first_difference if sess.checked is not None and path == "full" else None
+        items, first = self._place(sess, diag, expected, actual, text, known)
         return SessionResult(
             sess.session_id,
             sess.source,
@@ -482,15 +491,30 @@ class Scorer:
         return expected, replace(diag, items=items)
 
     def _place(
-        self, sess: _Session, diag: Diagnosis, expected: np.ndarray, actual: np.ndarray, text: str | bytes
+        self,
+        sess: _Session,
+        diag: Diagnosis,
+        expected: np.ndarray,
+        actual: np.ndarray,
+        text: str | bytes,
+        known: tuple[int, int] | None = None,
     ) -> tuple[list[ScoredItem], int | None]:
-        """The diagnosis items in the session's terms, and the first reported difference's position."""
-        bounds = self._attribution(sess, text, expected) if diag.items else None
+        """The diagnosis items in the session's terms, and the first reported
+        difference's position (`known`: see `_attribution`)."""
+        bounds = self._attribution(sess, text, expected, known) if diag.items else None
         roles = sess.roles
-        assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist()
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
-        # each rendered block's first message, as a guess of where a difference lies (the search's order)
-        guess = block_messages(table.roles, roles) if bounds is not None and table is not None else None
+        guesses: list[list[int] | None] = []
+
+        def guess(i: int) -> int:
+            """Where a difference in the rendered block of message i (the
+            markers' number) lies, as the search tries it first: that block's
+            first message (made once, when a search first needs it)."""
+            if not guesses:
+                guesses.append(block_messages(table.roles, roles) if table is not None else None)
+            g = guesses[0]
+            return g[i] if g is not None and 0 <= i < len(g) else i
+
         items: list[ScoredItem] = []
         first: int | None = None
         for it in diag.items:
@@ -501,11 +525,13 @@ class Scorer:
             if bounds is not None:
                 at = es + head if ee > es else max(es - 1, 0)  # where the render differs (or what the extra ids follow)
                 at = min(at, max(ee - 1, es), len(expected) - 1)
-                hint = guess[it.message_index] if guess is not None and 0 <= it.message_index < len(guess) else it.message_index
-                k = bounds[0].message_at(bounds[1](at), hint=hint)
+                byte = bounds[1](at)
+                k = bounds[0].known_message_at(byte)
+                if k is None:
+                    k = bounds[0].message_at(byte, hint=guess(it.message_index))
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
-                turn: int | None = int(assistant_before[k]) if k >= 0 else 0
+                turn: int | None = roles[:k].count("assistant") if k >= 0 else 0
             elif table is not None and 0 <= it.message_index < len(table.starts):
                 start = int(table.starts[it.message_index])
                 turn = sum(1 for s0, r in zip(table.starts.tolist(), table.roles) if r == "assistant" and s0 < start)

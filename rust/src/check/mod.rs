@@ -81,6 +81,10 @@ pub struct Differing {
     /// Prefix lengths the check found ([`MessageBounds::known`]): the
     /// message of the first difference, attributed on the check's thread.
     pub known: Vec<(usize, usize)>,
+    /// Where the render's ids and the session's first differ: the index of
+    /// the render's id and where it starts in the render; None when the ids
+    /// do not decode to the render byte for byte (or no byte table).
+    pub first: Option<(usize, usize)>,
     messages: Vec<T>,
     tools: T,
 }
@@ -133,6 +137,7 @@ impl Differing {
         if byte + rest != self.text.len() || self.expected.is_empty() {
             return; // the ids do not decode to the render byte for byte: no boundaries by bytes
         }
+        self.first = Some((at, byte));
         let starts = opener_starts(self.text.as_bytes(), &setup.openers);
         let block = starts.partition_point(|&s| s <= byte) as i64 - 1;
         let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
@@ -312,6 +317,7 @@ fn check(
         expected,
         actual,
         known: Vec::new(),
+        first: None,
         messages,
         tools: tool_defs,
     };

@@ -222,6 +222,16 @@ impl PyMessageBounds {
         self.search(py, |b, r| b.message_at(byte, hint, r))
     }
 
+    /// `message_at(byte)` from the prefix lengths known so far, without a
+    /// render: None when they do not tell (then `message_at` renders).
+    fn known_message_at(&self, py: Python<'_>, byte: &Bound<'_, PyInt>) -> PyResult<Option<i64>> {
+        if byte.lt(0)? {
+            return Ok(Some(-1));
+        }
+        let byte = byte.extract::<usize>().unwrap_or(usize::MAX);
+        self.search(py, |b, _| Ok(b.known_message_at(byte)))
+    }
+
     fn __repr__(&self) -> String {
         format!("MessageBounds(n={}, text={} bytes)", self.n, self.text.len())
     }

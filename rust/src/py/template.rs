@@ -471,6 +471,16 @@ impl CheckedSession {
         self.session.turns
     }
 
+    /// `(i, byte)`: the render's id i is the first that differs from the
+    /// session's (the last id when one side is a prefix of the other,
+    /// trimmed ids aside), and starts at `byte` of the render; None when the
+    /// render's ids do not decode to it byte for byte (or the checker has no
+    /// segmenter), so no byte says where an id is.
+    #[getter]
+    fn first_difference(&self) -> Option<(usize, usize)> {
+        self.session.first
+    }
+
     /// The record's `metadata` as `json.loads` gives it (None: it has none).
     #[getter]
     fn metadata(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
