@@ -318,6 +318,7 @@ def test_the_checks_own_attribution_is_the_rules(dump: Path, fixture: str, famil
     seg = scorer.cmp.segmenter
     for text, expected, actual, session in differing:
         assert isinstance(text, bytes) and isinstance(session, CheckedSession)
+        assert isinstance(expected, np.ndarray) and isinstance(actual, np.ndarray)
         asked: list[int] = []
 
         def jinja(k: int) -> str:
@@ -336,7 +337,13 @@ def test_the_checks_own_attribution_is_the_rules(dump: Path, fixture: str, famil
         # the first difference: its id, where it starts, and its message from what the check found
         assert session.first_difference is not None
         i, byte = session.first_difference
-        ne, na = (len(ids) - next((j for j, x in enumerate(ids[::-1].tolist()) if x not in scorer._trim), len(ids)) for ids in (expected, actual))
+        def trimmed(ids: np.ndarray) -> int:
+            n = len(ids)
+            while n and int(ids[n - 1]) in scorer._trim:
+                n -= 1
+            return n
+
+        ne, na = trimmed(expected), trimmed(actual)
         assert i == min(common_prefix_len(expected[:ne], actual[:na]), len(expected) - 1)
         assert byte == seg.byte_len(expected[:i]) and seg.byte_len(expected) == len(text)
         assert bounds.known_message_at(byte) == fresh.message_at(byte)
