@@ -17,6 +17,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A render's text, shared without a copy (a `String` or `Vec<u8>` in an `Arc`).
+pub type Text = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
 /// The content of the user message a history render puts after a prefix.
 pub const SENTINEL: &str = "TITO_FAST_HISTORY_SENTINEL";
 
@@ -38,10 +41,10 @@ pub trait Prefixes {
 
 /// Where each of `n` messages starts in `text`, the render of all of them
 /// (see the module doc). Prefix lengths are remembered once known.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MessageBounds {
     n: usize,
-    text: Arc<[u8]>,
+    text: Text,
     openers: Vec<Vec<u8>>,
     /// The template's own preamble belongs to the first message (it is a
     /// system message, or its role is unknown).
@@ -49,13 +52,24 @@ pub struct MessageBounds {
     lens: HashMap<usize, usize>,
 }
 
+impl std::fmt::Debug for MessageBounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageBounds")
+            .field("n", &self.n)
+            .field("text_bytes", &self.text().len())
+            .field("openers", &self.openers)
+            .field("lens", &self.lens)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MessageBounds {
     /// `openers`: the strings that open a rendered message block (the
     /// template's role markers); `first_role`: the first message's role.
     #[must_use]
-    pub fn new(n: usize, text: Arc<[u8]>, openers: Vec<Vec<u8>>, first_role: Option<&str>) -> Self {
+    pub fn new(n: usize, text: Text, openers: Vec<Vec<u8>>, first_role: Option<&str>) -> Self {
         let mut lens = HashMap::new();
-        lens.insert(n, text.len());
+        lens.insert(n, (*text).as_ref().len());
         let openers = openers.into_iter().filter(|o| !o.is_empty()).collect();
         Self { n, text, openers, first_owns_preamble: matches!(first_role, None | Some("system")), lens }
     }
@@ -75,12 +89,12 @@ impl MessageBounds {
     /// The render of all the messages.
     #[must_use]
     pub fn text(&self) -> &[u8] {
-        &self.text
+        (*self.text).as_ref()
     }
 
     /// The render of all the messages, shared.
     #[must_use]
-    pub fn shared_text(&self) -> Arc<[u8]> {
+    pub fn shared_text(&self) -> Text {
         Arc::clone(&self.text)
     }
 
@@ -136,7 +150,7 @@ impl MessageBounds {
     /// say nothing, so it covers what `messages[:k-1]` covers; never for 0).
     fn own_len<P: Prefixes>(&mut self, k: usize, r: &mut P) -> Result<Option<usize>, P::Stop> {
         let part = r.render(k, false)?;
-        let shared = part.as_ref().map(|p| shared_bytes(p, &self.text));
+        let shared = part.as_ref().map(|p| shared_bytes(p, self.text()));
         if let (Some(p), Some(s)) = (&part, shared) {
             if s == p.len() {
                 return Ok(Some(s));
@@ -161,7 +175,7 @@ impl MessageBounds {
         let Some(part) = r.render(k, true)? else { return Ok(None) };
         let Some(at) = rfind(&part, SENTINEL.as_bytes()) else { return Ok(None) };
         let block = self.openers.iter().filter_map(|o| rfind(&part[..at], o)).max();
-        Ok(Some(shared_bytes(&part, &self.text).min(block.unwrap_or(at))))
+        Ok(Some(shared_bytes(&part, self.text()).min(block.unwrap_or(at))))
     }
 
     /// Where the first message's own block starts, when no render of zero
@@ -176,8 +190,8 @@ impl MessageBounds {
         self.lens.insert(0, 0);
         let end = self.prefix_len(1, r);
         self.lens.remove(&0);
-        let end = end?.min(self.text.len());
-        let head = &self.text[..end];
+        let end = end?.min(self.text().len());
+        let head = &self.text()[..end];
         Ok(self.openers.iter().filter_map(|o| rfind(head, o)).max().unwrap_or(0))
     }
 
@@ -321,7 +335,7 @@ mod tests {
     #[test]
     fn bytes_find_their_message() {
         let mut r = Toy(vec![("user", "hi"), ("assistant", "yo")], 0);
-        let text: Arc<[u8]> = Arc::from(&b"<s><user>hi</><assistant>yo</>"[..]);
+        let text: Text = Arc::new(b"<s><user>hi</><assistant>yo</>".to_vec());
         let mut b = MessageBounds::new(2, text, vec![b"<user>".to_vec(), b"<assistant>".to_vec()], Some("user"));
         let got: Vec<i64> = [0, 3, 13, 16, 40].iter().map(|&i| b.message_at(i, None, &mut r).unwrap()).collect();
         assert_eq!(got, vec![-1, 0, 0, 1, 1]);
@@ -341,7 +355,7 @@ mod tests {
         let msgs: Vec<(&str, &str)> =
             (0..64).map(|i| if i % 2 == 0 { ("user", "question") } else { ("assistant", "answer") }).collect();
         let mut r = Toy(msgs.clone(), 0);
-        let text: Arc<[u8]> = r.render(64, false).unwrap().unwrap().into();
+        let text: Text = Arc::new(r.render(64, false).unwrap().unwrap());
         let at = r.render(40, false).unwrap().unwrap().len() + 2; // inside message 40
         r.1 = 0;
         let mut b = MessageBounds::new(64, text, vec![], None);
@@ -365,11 +379,11 @@ mod tests {
     #[test]
     fn refused_prefixes_end_without_recursion() {
         // the preamble asks where the first message ends; every render of it is refused
-        let mut b = MessageBounds::new(2, Arc::from(&b"<u>a<u>b"[..]), vec![b"<u>".to_vec()], Some("user"));
+        let mut b = MessageBounds::new(2, Arc::new(b"<u>a<u>b".to_vec()), vec![b"<u>".to_vec()], Some("user"));
         assert_eq!(b.prefix_len(0, &mut Refuses(2)), Ok(0));
         assert_eq!(b.prefix_len(1, &mut Refuses(2)), Ok(0));
         // a long chain of refusals is walked, not recursed
-        let mut b = MessageBounds::new(2_000_000, Arc::from(&b"ab"[..]), vec![], None);
+        let mut b = MessageBounds::new(2_000_000, Arc::new(b"ab".to_vec()), vec![], None);
         assert_eq!(b.prefix_len(1_000_000, &mut Refuses(usize::MAX)), Ok(0));
     }
 

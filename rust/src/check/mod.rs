@@ -74,7 +74,7 @@ pub struct Differing {
     pub turns: usize,
     pub metadata: Option<Value>,
     /// The render (shared with the message bounds).
-    pub text: Arc<str>,
+    pub text: Arc<String>,
     pub expected: Vec<u32>,
     /// The session's ids.
     pub actual: Vec<u32>,
@@ -114,7 +114,7 @@ impl Differing {
     pub fn bounds(&self, openers: &[Vec<u8>]) -> MessageBounds {
         let mut b = MessageBounds::new(
             self.roles.len(),
-            Arc::<[u8]>::from(Arc::clone(&self.text)),
+            Arc::clone(&self.text) as crate::bounds::Text,
             openers.to_vec(),
             self.roles.first().map(String::as_str),
         );
@@ -313,7 +313,7 @@ fn check(
         roles,
         turns,
         metadata: rec.metadata,
-        text: Arc::from(text),
+        text: Arc::new(text),
         expected,
         actual,
         known: Vec::new(),

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString};
 
 use super::template::CheckedSession;
-use crate::bounds::{MessageBounds, Prefixes};
+use crate::bounds::{MessageBounds, Prefixes, Text};
 use crate::check::sentinel_message;
 use crate::template::RenderFailure;
 
@@ -27,7 +27,7 @@ use crate::template::RenderFailure;
 #[pyclass(frozen, module = "tito_fast._core", name = "MessageBounds")]
 pub struct PyMessageBounds {
     n: usize,
-    text: Arc<[u8]>,
+    text: Text,
     bounds: Mutex<MessageBounds>,
     source: Source,
     /// A render callable called these bounds again (their own search is
@@ -167,7 +167,7 @@ impl PyMessageBounds {
         render_history: Option<Py<PyAny>>,
     ) -> Self {
         Self::with(
-            MessageBounds::new(n, Arc::from(text), openers.unwrap_or_default(), first_role),
+            MessageBounds::new(n, Arc::new(text), openers.unwrap_or_default(), first_role),
             Source::Python { prefix: render_prefix, history: render_history },
         )
     }
@@ -181,7 +181,7 @@ impl PyMessageBounds {
     /// The render of all the messages (UTF-8).
     #[getter]
     fn text<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.text)
+        PyBytes::new(py, (*self.text).as_ref())
     }
 
     /// The prefix lengths known so far, `[(k, bytes), ...]`, by k.
@@ -233,7 +233,7 @@ impl PyMessageBounds {
     }
 
     fn __repr__(&self) -> String {
-        format!("MessageBounds(n={}, text={} bytes)", self.n, self.text.len())
+        format!("MessageBounds(n={}, text={} bytes)", self.n, (*self.text).as_ref().len())
     }
 }
 
