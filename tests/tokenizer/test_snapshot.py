@@ -80,12 +80,15 @@ def test_scoring_with_a_snapshot_gives_the_tokenizers_results(dump: str, family:
     assert snap.fast_path == real.fast_path
 
 
-def test_a_warm_score_run_does_not_import_transformers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", ["'--family', 'qwen3', ", ""], ids=["family given", "family from the template"])
+def test_a_warm_score_run_does_not_import_transformers(tmp_path: Path, family: str) -> None:
+    """Nor one that finds the family itself: it reads the template from the snapshot."""
     folder = fixtures.tokenizer_dir("qwen3")
     dump = tmp_path / "five.jsonl"
-    dump.write_text("".join((EXAMPLES / "qwen3_dump.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:5]), encoding="utf-8")
+    lines = (EXAMPLES / "qwen3_dump.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:5]
+    dump.write_text("".join(json.dumps({k: v for k, v in json.loads(ln).items() if k != "family"}) + "\n" for ln in lines), encoding="utf-8")
     code = (
-        "import sys, runpy; sys.argv = ['tito-fast', 'score', sys.argv[1], '--tokenizer', sys.argv[2], '--family', 'qwen3', "
+        f"import sys, runpy; sys.argv = ['tito-fast', 'score', sys.argv[1], '--tokenizer', sys.argv[2], {family}"
         "'--json', sys.argv[3], '--quiet']\n"
         "try:\n    runpy.run_module('tito_fast', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\n"
         "print(json.dumps({'code': code, 'transformers': 'transformers' in sys.modules}))"

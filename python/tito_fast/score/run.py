@@ -590,7 +590,7 @@ def iter_score(
     note = ""
     if scorer is None and family is None:
         assert tokenizer is not None
-        tok = load_tokenizer(tokenizer)
+        tok = load_tokenizer(tokenizer, snapshot=True)  # as build_scorer loads it: no transformers once recorded
         family, note = resolve_family(dump, tok)
         scorer = Scorer(
             tok, family, chat_template=template, mode=mode, encoder_path=encoder_path, trust_encoder=trust_encoder
