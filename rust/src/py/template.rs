@@ -4,6 +4,7 @@
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::bounds::PyMessageBounds;
@@ -332,12 +333,13 @@ impl SessionChecker {
         use rayon::prelude::*;
         let py = slf.py();
         let this = slf.get();
-        let mut raw: Vec<Vec<u8>> = Vec::with_capacity(lines.len());
+        // the lines themselves, read on the check's threads (no copy: bytes do not change)
+        let mut raw: Vec<PyBackedBytes> = Vec::with_capacity(lines.len());
         for (i, line) in lines.iter().enumerate() {
             let b = line
-                .cast::<PyBytes>()
+                .cast_into::<PyBytes>()
                 .map_err(|_| PyValueError::new_err(format!("argument 'lines[{i}]': must be bytes")))?;
-            raw.push(b.as_bytes().to_vec());
+            raw.push(PyBackedBytes::from(b));
         }
         let threads = threads_arg(threads)?;
         let (tmpl, enc, setup) = (&this.template.get().inner, this.encoder.get().core(), &this.setup);
@@ -474,8 +476,9 @@ impl CheckedSession {
     /// `(i, byte)`: the render's id i is the first that differs from the
     /// session's (the last id when one side is a prefix of the other,
     /// trimmed ids aside), and starts at `byte` of the render; None when the
-    /// render's ids do not decode to it byte for byte (or the checker has no
-    /// segmenter), so no byte says where an id is.
+    /// render's ids do not decode to it byte for byte, or the checker has no
+    /// segmenter with a byte table (a tokenizer that is not byte-exact), so
+    /// no byte says where an id is.
     #[getter]
     fn first_difference(&self) -> Option<(usize, usize)> {
         self.session.first
