@@ -744,7 +744,8 @@ class CheckedSession:
         """`(i, byte)`: the render's id i is the first that differs from the
         session's (the last id when one side is a prefix of the other, trimmed
         ids aside) and starts at `byte` of the render; None when the render's
-        ids do not decode to it byte for byte (or the checker has no segmenter)."""
+        ids do not decode to it byte for byte, or the checker has no segmenter with a
+        byte table (a tokenizer that is not byte-exact)."""
     @property
     def metadata(self) -> Any:
         """The record's metadata as json.loads gives it."""
@@ -804,7 +805,7 @@ class MessageBounds:
         (-1: before any message); `hint`, a guess tried first."""
     def known_message_at(self, byte: int) -> int | None:
         """`message_at(byte)` from the prefix lengths known so far, without a
-        render (None: they do not tell)."""
+        render (None: they do not tell, or do not grow with the prefix)."""
 
 def block_messages(block_roles: Sequence[str], message_roles: Sequence[str]) -> list[int] | None:
     """A guess of the message each rendered block starts with, for

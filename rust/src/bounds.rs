@@ -196,18 +196,25 @@ impl MessageBounds {
     }
 
     /// [`MessageBounds::message_at`] from the prefix lengths known so far
-    /// (no render): None when they do not tell.
+    /// (no render): None when they do not tell, or do not grow with the
+    /// prefix (then the search's order could decide, and the search does).
     #[must_use]
     pub fn known_message_at(&self, byte: usize) -> Option<i64> {
-        let n = self.n as i64;
-        if self.lens.get(&self.n).is_some_and(|&end| byte >= end) {
-            return Some(n - 1);
+        let mut known: Vec<(usize, usize)> =
+            self.lens.iter().filter(|&(&k, _)| k <= self.n).map(|(&k, &v)| (k, v)).collect();
+        known.sort_unstable();
+        if known.windows(2).any(|w| w[1].1 < w[0].1) {
+            return None;
+        }
+        if known.last().is_some_and(|&(k, end)| k == self.n && byte >= end) {
+            return Some(self.n as i64 - 1);
         }
         // the smallest k with prefix_len(k) > byte is k when k-1 covers no more than byte
-        self.lens.iter().filter(|&(_, &len)| len > byte).find_map(|(&k, _)| match k {
+        let (at, &(k, _)) = known.iter().enumerate().find(|&(_, &(_, len))| len > byte)?;
+        match k {
             0 => Some(-1),
-            _ => self.lens.get(&(k - 1)).is_some_and(|&before| before <= byte).then_some(k as i64 - 1),
-        })
+            _ => (at > 0 && known[at - 1].0 == k - 1).then_some(k as i64 - 1),
+        }
     }
 
     /// The index of the message whose render holds byte `byte` of the text
@@ -345,6 +352,13 @@ mod tests {
         assert_eq!([0, 3, 13, 16, 40].map(|i| b.known_message_at(i)), [Some(-1), Some(0), Some(0), Some(1), Some(1)]);
         let fresh = MessageBounds::new(2, b.shared_text(), vec![], Some("user"));
         assert_eq!((fresh.known_message_at(3), fresh.known_message_at(30)), (None, Some(1))); // only the whole is known
+                                                                                              // lengths that shrink somewhere, or a prefix past the end: no answer without the search
+        let mut odd = MessageBounds::new(3, Arc::new(vec![b'x'; 20]), vec![], None);
+        odd.remember(&[(0, 0), (1, 10), (2, 5)]);
+        assert_eq!(odd.known_message_at(7), None);
+        let mut past = MessageBounds::new(2, Arc::new(vec![b'x'; 20]), vec![], None);
+        past.remember(&[(1, 5), (3, 30)]);
+        assert_eq!((past.known_message_at(25), past.known_message_at(7)), (Some(1), Some(1)));
         for hint in [i64::MIN, -7, 9, i64::MAX] {
             assert_eq!(b.message_at(13, Some(hint), &mut r), Ok(0)); // any guess, the same answer
         }

@@ -76,12 +76,18 @@ impl ByteTable {
     /// ```
     #[must_use]
     pub fn byte_len(&self, ids: &[u32]) -> Option<usize> {
-        let mut total = 0usize;
-        for &id in ids {
-            let n = *self.lens.get(id as usize)?;
-            total += if n == LONG { self.bytes(id)?.len() } else { usize::from(n) };
+        ids.iter().try_fold(0usize, |total, &id| Some(total + self.id_len(id)?))
+    }
+
+    /// How many bytes id `id` decodes to; None outside the table.
+    #[inline]
+    #[must_use]
+    pub fn id_len(&self, id: u32) -> Option<usize> {
+        let n = *self.lens.get(id as usize)?;
+        if n == LONG {
+            return self.bytes(id).map(<[u8]>::len);
         }
-        Some(total)
+        Some(usize::from(n))
     }
 
     /// The concatenated bytes of `ids`, or None when an id is outside the
@@ -240,6 +246,22 @@ mod tests {
         // The added token splits the character: each run is decoded alone.
         assert!(t.text_bytes(&[0, 2, 1]).is_none());
         assert!(t.text_bytes(&[9]).is_none());
+    }
+
+    #[test]
+    fn byte_counts_of_long_tokens_come_from_the_offsets() {
+        // ids: 0 = "a", 1 = 65,534 bytes, 2 = 65,535 bytes (the sentinel's count), 3 = 70,000 bytes
+        let lens = [1u32, 65_534, 65_535, 70_000];
+        let mut offsets = vec![0u32];
+        for l in lens {
+            offsets.push(offsets.last().unwrap() + l);
+        }
+        let t = ByteTable::new(offsets, vec![b'a'; lens.iter().sum::<u32>() as usize], &[]).unwrap();
+        for (id, &l) in lens.iter().enumerate() {
+            assert_eq!(t.id_len(id as u32), Some(l as usize));
+        }
+        assert_eq!(t.byte_len(&[3, 2, 1, 0, 2]), Some(70_000 + 65_535 + 65_534 + 1 + 65_535));
+        assert_eq!((t.byte_len(&[]), t.byte_len(&[0, 4]), t.id_len(u32::MAX)), (Some(0), None, None));
     }
 
     #[test]

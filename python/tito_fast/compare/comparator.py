@@ -83,6 +83,13 @@ class TokenSeqComparator:
         self._trim_trailing_ids: set[int] | None = set(trim_trailing_ids) if trim_trailing_ids else None
         self._special_text: dict[int, str] = {}
 
+    @property
+    def vocab_size(self) -> int:
+        """How many ids the tokenizer knows (0 to vocab_size - 1): its byte
+        table's count, else `len(tokenizer)`; an id from vocab_size on
+        decodes to nothing."""
+        return int(self.vocab.size) if self.vocab is not None else len(self.tokenizer)
+
     @staticmethod
     def collect_special_ids(tokenizer: Any) -> set[int]:
         """`all_special_ids` plus every added token flagged `special=True`

@@ -48,6 +48,9 @@ class Aligner(Protocol):
     tokenizer: Any
     vocab: Any
 
+    @property
+    def vocab_size(self) -> int: ...
+
     def align(self, expected: Any, actual: Any, trim: set[int]) -> Alignment: ...
 
     def mismatches(self, expected: Any, actual: Any, alignment: Alignment) -> list[Mismatch]: ...
@@ -371,7 +374,7 @@ def _merge(ops: list[tuple[str, int, int, int, int]]) -> list[tuple[str, int, in
 
 def _vocabulary_warnings(cmp: Aligner, sides: dict[str, Any]) -> list[str]:
     """Ids the tokenizer does not know: it decodes them as nothing, as the reference does."""
-    size = cmp.vocab.size if cmp.vocab is not None else len(cmp.tokenizer)
+    size = cmp.vocab_size
     out = []
     for name, ids in sides.items():
         arr = np.asarray(ids)

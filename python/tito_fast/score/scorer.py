@@ -184,7 +184,7 @@ class Scorer:
         self._seg = self.cmp.segmenter
         self._trim = self.cmp.trim_ids()
         vocab = self.cmp.vocab
-        self.vocab_size = vocab.size if vocab is not None else len(self.tito.tokenizer)
+        self.vocab_size = self.cmp.vocab_size  # the one size: the check's, and the diagnosis's warnings
         self.splitter = AddedTokenSplitter(
             self.tito.tokenizer,
             set(self._seg.boundary_ids),
@@ -279,6 +279,8 @@ class Scorer:
         seg = self.cmp.segmenter
         if sess.messages is None and sess.checked is None:
             return None
+        if known is not None and not 0 <= known[0] < len(expected):
+            known = None  # not an id of these ids: they are not the check's
         if known is None and (not len(expected) or seg.byte_len(expected) != len(raw)):
             return None
 
@@ -503,6 +505,14 @@ class Scorer:
         difference's position (`known`: see `_attribution`)."""
         bounds = self._attribution(sess, text, expected, known) if diag.items else None
         roles = sess.roles
+        counts: list[list[int]] = []
+
+        def assistants_before(k: int) -> int:
+            """Assistant messages before message k (counted once, when first asked)."""
+            if not counts:
+                counts.append(np.cumsum([0] + [r == "assistant" for r in roles]).tolist())
+            return counts[0][k]
+
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
         guesses: list[list[int] | None] = []
 
@@ -531,7 +541,7 @@ class Scorer:
                     k = bounds[0].message_at(byte, hint=guess(it.message_index))
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
-                turn: int | None = roles[:k].count("assistant") if k >= 0 else 0
+                turn: int | None = assistants_before(k) if k >= 0 else 0
             elif table is not None and 0 <= it.message_index < len(table.starts):
                 start = int(table.starts[it.message_index])
                 turn = sum(1 for s0, r in zip(table.starts.tolist(), table.roles) if r == "assistant" and s0 < start)

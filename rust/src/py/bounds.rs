@@ -223,7 +223,8 @@ impl PyMessageBounds {
     }
 
     /// `message_at(byte)` from the prefix lengths known so far, without a
-    /// render: None when they do not tell (then `message_at` renders).
+    /// render: None when they do not tell, or do not grow with the prefix
+    /// (then `message_at` searches).
     fn known_message_at(&self, py: Python<'_>, byte: &Bound<'_, PyInt>) -> PyResult<Option<i64>> {
         if byte.lt(0)? {
             return Ok(Some(-1));

@@ -245,7 +245,7 @@ impl Segmenter {
                 let mut at = 0i64;
                 out.push(0);
                 for &id in ids.iter() {
-                    at += table.bytes(id)?.len() as i64;
+                    at += table.id_len(id)? as i64;
                     out.push(at);
                 }
                 Some(out)
