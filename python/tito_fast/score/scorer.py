@@ -505,13 +505,8 @@ class Scorer:
         difference's position (`known`: see `_attribution`)."""
         bounds = self._attribution(sess, text, expected, known) if diag.items else None
         roles = sess.roles
-        counts: list[list[int]] = []
-
-        def assistants_before(k: int) -> int:
-            """Assistant messages before message k (counted once, when first asked)."""
-            if not counts:
-                counts.append(np.cumsum([0] + [r == "assistant" for r in roles]).tolist())
-            return counts[0][k]
+        # assistant messages before each message (the turn of an item placed by the bounds)
+        assistant_before = np.cumsum([0] + [r == "assistant" for r in roles]).tolist() if bounds is not None else []
 
         table = diag.expected_table if self.cmp.role_tracker.scheme is not None else None
         guesses: list[list[int] | None] = []
@@ -541,7 +536,7 @@ class Scorer:
                     k = bounds[0].message_at(byte, hint=guess(it.message_index))
                 fields["message_index"] = k
                 fields["role"] = roles[k] if k >= 0 else it.role
-                turn: int | None = assistants_before(k) if k >= 0 else 0
+                turn: int | None = int(assistant_before[k]) if k >= 0 else 0
             elif table is not None and 0 <= it.message_index < len(table.starts):
                 start = int(table.starts[it.message_index])
                 turn = sum(1 for s0, r in zip(table.starts.tolist(), table.roles) if r == "assistant" and s0 < start)
